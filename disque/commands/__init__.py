@@ -1,0 +1,122 @@
+"""The command table and dispatcher.
+
+One table maps lower-case command names to :class:`Command` records (arity
+with the Redis convention, flags as shown by COMMAND, handler).  Handlers
+return the encoded reply, or :data:`BLOCKED` when the client is parked (the
+node later delivers its reply as a ``Reply`` effect).
+"""
+
+import time
+
+from ..core.node import CommandError
+from ..resp import reply as R
+
+BLOCKED = object()
+
+
+class Command:
+    __slots__ = ("name", "arity", "flags", "handler", "calls", "usec")
+
+    def __init__(self, name, arity, flags, handler):
+        self.name = name
+        self.arity = arity
+        self.flags = flags
+        self.handler = handler
+        self.calls = 0
+        self.usec = 0
+
+
+TABLE = {}
+
+# The order in which the original lists its commands (COMMAND output).
+ORDER = (
+    b"working", b"bgrewriteaof", b"show", b"cluster", b"addjob", b"slowlog",
+    b"debug", b"monitor", b"ackjob", b"info", b"qstat", b"dequeue", b"ping",
+    b"jscan", b"time", b"latency", b"qlen", b"deljob", b"auth", b"hello",
+    b"qscan", b"qpeek", b"config", b"enqueue", b"getjob", b"loadjob",
+    b"shutdown", b"nack", b"fastack", b"pause", b"client", b"command",
+)
+
+
+def command(name: str, arity: int, flags: str):
+    """Decorator registering a handler."""
+
+    def register(handler):
+        key = name.encode()
+        TABLE[key] = Command(key, arity, tuple(f.encode() for f in flags.split()), handler)
+        return handler
+
+    return register
+
+
+def render_error(e: CommandError) -> bytes:
+    return b"-" + e.code + b" " + e.message + b"\r\n"
+
+
+NOAUTH = b"-NOAUTH Authentication required.\r\n"
+
+
+def dispatch(ctx, client, argv) -> bytes:
+    """Run one command; return its encoded reply or BLOCKED."""
+    cmd = TABLE.get(argv[0].lower())
+    if cmd is None:
+        return b"-ERR unknown command '" + argv[0] + b"'\r\n"
+    arity = cmd.arity
+    n = len(argv)
+    if (arity > 0 and arity != n) or n < -arity:
+        return b"-ERR wrong number of arguments for '" + cmd.name + b"' command\r\n"
+    if not client.authenticated and cmd.handler is not _auth_handler[0]:
+        return NOAUTH
+    if ctx.monitors:
+        feed_monitors(ctx, client, argv)
+    client.last_cmd = cmd.name
+    start = time.perf_counter()
+    try:
+        result = cmd.handler(ctx, client, argv)
+    except CommandError as e:
+        result = render_error(e)
+    usec = int((time.perf_counter() - start) * 1_000_000)
+    cmd.calls += 1
+    cmd.usec += usec
+    ctx.stats.commands += 1
+    if usec >= ctx.slowlog_threshold >= 0:
+        ctx.slowlog.add(ctx.node.now // 1000, usec, argv, ctx.config["slowlog-max-len"])
+    return result
+
+
+_auth_handler = [None]  # set by commands.server to exempt AUTH from NOAUTH
+
+
+def feed_monitors(ctx, client, argv) -> None:
+    now = ctx.host.now_us()
+    args = b" ".join(b'"' + _repr(a) + b'"' for a in argv)
+    line = b"+%d.%06d [%s] %s\r\n" % (now // 1_000_000, now % 1_000_000, client.addr, args)
+    for m in list(ctx.monitors):
+        if m is not client:
+            m.conn.deliver(line)
+
+
+def _repr(arg: bytes) -> bytes:
+    out = []
+    for c in arg:
+        if c in (34, 92):
+            out.append(b"\\" + bytes((c,)))
+        elif c == 10:
+            out.append(b"\\n")
+        elif c == 13:
+            out.append(b"\\r")
+        elif c == 9:
+            out.append(b"\\t")
+        elif 32 <= c < 127:
+            out.append(bytes((c,)))
+        else:
+            out.append(b"\\x%02x" % c)
+    return b"".join(out)
+
+
+def load_all() -> None:
+    """Import the handler modules (they register themselves)."""
+    from . import jobs, queues, server  # noqa: F401
+
+
+load_all()

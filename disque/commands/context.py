@@ -1,0 +1,134 @@
+"""What command handlers see: the node, its config, the connected clients.
+
+Handlers are pure functions of ``(ctx, client, argv)``; anything that needs
+the process or the reactor (shutting down, sleeping, process statistics)
+goes through ``ctx.host``, an :class:`disque.interfaces.INodeHost`
+provided by the service (tests use :class:`disque.testing.FakeHost`).
+"""
+
+from collections import deque
+
+REPLY_ON = 0
+REPLY_OFF = 1
+REPLY_SKIP = 2  # skip the reply of this command, then back to ON
+REPLY_SKIP_NEXT = 3  # set by CLIENT REPLY SKIP: skip the *next* command
+
+
+class ClientState:
+    """One client connection, as the command layer knows it.
+
+    ``conn`` is the adapter's handle: it must offer ``deliver(bytes)``
+    (write a reply outside the normal request/reply flow) and ``close()``.
+    """
+
+    __slots__ = (
+        "id", "addr", "laddr", "conn", "name", "ctime", "atime", "last_cmd",
+        "authenticated", "reply_mode", "monitor", "qbuf", "lib_name", "lib_ver",
+    )
+
+    def __init__(self, client_id: int, addr: bytes, conn, now_s: int, laddr: bytes = b""):
+        self.id = client_id
+        self.addr = addr
+        self.laddr = laddr
+        self.conn = conn
+        self.name = b""
+        self.ctime = now_s
+        self.atime = now_s
+        self.last_cmd = b"NULL"
+        self.authenticated = False
+        self.reply_mode = REPLY_ON
+        self.monitor = False
+        self.qbuf = 0
+        self.lib_name = b""
+        self.lib_ver = b""
+
+
+class Stats:
+    """Counters reported by INFO stats; reset by CONFIG RESETSTAT."""
+
+    __slots__ = ("connections", "commands", "net_in", "net_out", "rejected",
+                 "ops_samples", "last_sample")
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.connections = 0
+        self.commands = 0
+        self.net_in = 0
+        self.net_out = 0
+        self.rejected = 0
+        # (ms, commands, net_in, net_out) samples for instantaneous rates.
+        self.ops_samples = deque(maxlen=16)
+        self.last_sample = 0
+
+    def sample(self, now_ms: int):
+        if now_ms - self.last_sample >= 100:
+            self.last_sample = now_ms
+            self.ops_samples.append((now_ms, self.commands, self.net_in, self.net_out))
+
+    def rates(self):
+        """(ops/sec, input kbps, output kbps) over the sampled window."""
+        s = self.ops_samples
+        if len(s) < 2:
+            return 0, 0.0, 0.0
+        t0, c0, i0, o0 = s[0]
+        t1, c1, i1, o1 = s[-1]
+        dt = (t1 - t0) / 1000.0 or 1.0
+        return int((c1 - c0) / dt), (i1 - i0) / dt / 1024, (o1 - o0) / dt / 1024
+
+
+class SlowLog:
+    __slots__ = ("entries", "next_id")
+
+    def __init__(self):
+        self.entries = deque()
+        self.next_id = 0
+
+    def add(self, now_s, usec, argv, max_len):
+        args = list(argv[:32])
+        if len(argv) > 32:
+            args[-1] = b"... (%d more arguments)" % (len(argv) - 31)
+        args = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128) for a in args]
+        self.entries.appendleft((self.next_id, now_s, usec, args))
+        self.next_id += 1
+        while len(self.entries) > max_len:
+            self.entries.pop()
+
+
+class Context:
+    """Everything a command handler may touch."""
+
+    def __init__(self, node, config, host):
+        self.node = node
+        self.config = config
+        self.host = host
+        self.clients = {}  # id -> ClientState
+        self.stats = Stats()
+        self.slowlog = SlowLog()
+        self.monitors = []
+        self.next_client_id = 1
+        self.start_ms = node.now
+        self.slowlog_threshold = config["slowlog-log-slower-than"]
+        config.add_listener("slowlog-log-slower-than", self._set_slowlog_threshold)
+
+    def _set_slowlog_threshold(self, value):
+        self.slowlog_threshold = value
+
+    def new_client(self, addr: bytes, conn, laddr: bytes = b"") -> ClientState:
+        client = ClientState(self.next_client_id, addr, conn, self.node.now // 1000, laddr)
+        self.next_client_id += 1
+        self.clients[client.id] = client
+        self.stats.connections += 1
+        if not self.config["requirepass"]:
+            client.authenticated = True
+        return client
+
+    def drop_client(self, client: ClientState) -> None:
+        self.clients.pop(client.id, None)
+        self.node.unblock(client)
+        if client.monitor:
+            try:
+                self.monitors.remove(client)
+            except ValueError:
+                pass

@@ -1,0 +1,258 @@
+"""Job commands: ADDJOB, SHOW, ACKJOB, FASTACK, DELJOB, WORKING, NACK,
+ENQUEUE, DEQUEUE, LOADJOB, JSCAN.  Parsing and reply shaping only; the state
+changes live in :mod:`disque.core.node`."""
+
+from ..core import job as J
+from ..core.node import CommandError
+from ..resp import reply as R
+from . import command
+from .args import parse_cursor, parse_int_or_error, parse_ll, parse_timeout, validate_ids
+
+SYNTAX = CommandError(b"ERR", b"syntax error")
+
+
+# ----------------------------------------------------------------------
+# ADDJOB queue job <ms-timeout> [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
+#        [MAXLEN n] [ASYNC]
+# ----------------------------------------------------------------------
+
+def _opt(argv, i, error):
+    n = parse_ll(argv[i + 1])
+    if n is None:
+        raise error
+    return n
+
+
+E_REPL = CommandError(b"ERR", b"REPLICATE must be between 1 and 65535")
+E_TTL = CommandError(b"ERR", b"TTL must be a number > 0")
+E_RETRY = CommandError(b"ERR", b"RETRY time must be a non negative number")
+E_DELAY = CommandError(b"ERR", b"DELAY time must be a non negative number")
+E_MAXLEN = CommandError(b"ERR", b"MAXLEN must be a positive number")
+
+
+@command("addjob", -4, "write denyoom fast")
+def addjob(ctx, client, argv):
+    node = ctx.node
+    size = node.cluster.size
+    repl = 3 if size > 3 else size
+    ttl = J.DEFAULT_TTL
+    retry = -1
+    delay = 0
+    maxlen = 0
+    async_ = False
+    i = 4
+    argc = len(argv)
+    while i < argc:
+        opt = argv[i].lower()
+        last = i == argc - 1
+        if opt == b"replicate" and not last:
+            repl = _opt(argv, i, E_REPL)
+            if not 0 < repl <= 65535:
+                raise E_REPL
+            i += 1
+        elif opt == b"ttl" and not last:
+            ttl = _opt(argv, i, E_TTL)
+            if ttl <= 0:
+                raise E_TTL
+            i += 1
+        elif opt == b"retry" and not last:
+            retry = _opt(argv, i, E_RETRY)
+            if retry < 0:
+                raise E_RETRY
+            i += 1
+        elif opt == b"delay" and not last:
+            delay = _opt(argv, i, E_DELAY)
+            if delay < 0:
+                raise E_DELAY
+            i += 1
+        elif opt == b"maxlen" and not last:
+            maxlen = _opt(argv, i, E_MAXLEN)
+            if maxlen <= 0:
+                raise E_MAXLEN
+            i += 1
+        elif opt == b"async":
+            async_ = True
+        else:
+            raise SYNTAX
+        i += 1
+    parse_timeout(argv[3])
+    job = node.add_job(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_)
+    return b"+" + job.id + b"\r\n"
+
+
+# ----------------------------------------------------------------------
+# SHOW / JSCAN
+# ----------------------------------------------------------------------
+
+def render_job_info(node, job) -> bytes:
+    now = node.now
+    ttl = -(-(job.etime - now) // 1000)
+    if ttl < 0:
+        ttl = 0
+    if job.qtime == 0:
+        requeue = R.NULL_BULK
+    else:
+        requeue = R.integer(max(job.qtime - now, 0))
+    awake = R.integer(max(job.awake - now, 0)) if job.awake else R.NULL_BULK
+    confirmed = job.confirmed or ()
+    return b"".join((
+        b"*30\r\n$2\r\nid\r\n$40\r\n", job.id,
+        b"\r\n$5\r\nqueue\r\n", R.bulk_or_null(job.queue),
+        b"$5\r\nstate\r\n", R.bulk(J.STATE_NAMES[job.state]),
+        b"$4\r\nrepl\r\n", R.integer(job.repl),
+        b"$3\r\nttl\r\n", R.integer(ttl),
+        b"$5\r\nctime\r\n", R.integer(job.ctime),
+        b"$5\r\ndelay\r\n", R.integer(job.delay),
+        b"$5\r\nretry\r\n", R.integer(job.retry),
+        b"$5\r\nnacks\r\n", R.integer(job.nacks),
+        b"$21\r\nadditional-deliveries\r\n", R.integer(job.deliv),
+        b"$15\r\nnodes-delivered\r\n", R.bulk_array(job.delivered),
+        b"$15\r\nnodes-confirmed\r\n", R.bulk_array(confirmed),
+        b"$19\r\nnext-requeue-within\r\n", requeue,
+        b"$17\r\nnext-awake-within\r\n", awake,
+        b"$4\r\nbody\r\n", R.bulk_or_null(job.body),
+    ))
+
+
+@command("show", 2, "readonly fast")
+def show(ctx, client, argv):
+    validate_ids(argv[1:2])
+    job = ctx.node.lookup(argv[1])
+    if job is None:
+        return R.NULL_BULK
+    return render_job_info(ctx.node, job)
+
+
+def scan_options(argv, extra):
+    """Shared QSCAN / JSCAN option loop: ``extra(opt, value)`` handles the
+    command's own options and returns False for unknown ones.  The first
+    non-option argument is the cursor; a second one is a syntax error."""
+    count = 100
+    busyloop = False
+    cursor = None
+    i = 1
+    argc = len(argv)
+    while i < argc:
+        opt = argv[i].lower()
+        has_value = i < argc - 1
+        if opt == b"count" and has_value:
+            count = parse_int_or_error(argv[i + 1])
+            i += 2
+            continue
+        if opt == b"busyloop":
+            busyloop = True
+            i += 1
+            continue
+        if has_value and extra(opt, argv[i + 1]):
+            i += 2
+            continue
+        if cursor is not None:
+            raise SYNTAX
+        cursor = parse_cursor(argv[i])
+        if cursor is None:
+            raise CommandError(b"ERR", b"invalid cursor or option name")
+        i += 1
+    if count < 0:
+        busyloop = True
+    return cursor or 0, count, busyloop
+
+
+def scan_reply(cursor: int, items: bytes, n: int) -> bytes:
+    c = b"%d" % cursor
+    return b"*2\r\n$%d\r\n%s\r\n*%d\r\n%s" % (len(c), c, n, items)
+
+
+@command("jscan", -1, "readonly")
+def jscan(ctx, client, argv):
+    states = set()
+    queue = [None]
+    reply_all = [False]
+
+    def extra(opt, value):
+        if opt == b"queue":
+            queue[0] = value
+        elif opt == b"state":
+            state = J.STATE_BY_NAME.get(value.lower())
+            if state is None:
+                raise CommandError(b"ERR", b"Invalid job state name")
+            states.add(state)
+        elif opt == b"reply":
+            v = value.lower()
+            if v not in (b"id", b"all"):
+                raise CommandError(b"ERR", b"Invalid REPLY type, try ID or ALL")
+            reply_all[0] = v == b"all"
+        else:
+            return False
+        return True
+
+    cursor, count, busyloop = scan_options(argv, extra)
+    q = queue[0]
+
+    def match(job):
+        # Dummy ACKs (no known copy) are not jobs a client cares about.
+        return bool(job.delivered) and (q is None or job.queue == q) and \
+            (not states or job.state in states)
+
+    cursor, jobs = ctx.node.jobs.scan(cursor, count, match, busyloop)
+    if reply_all[0]:
+        items = b"".join(render_job_info(ctx.node, j) for j in jobs)
+    else:
+        items = b"".join(b"+" + j.id + b"\r\n" for j in jobs)
+    return scan_reply(cursor, items, len(jobs))
+
+
+# ----------------------------------------------------------------------
+# ACKJOB, FASTACK, DELJOB, ENQUEUE, DEQUEUE, NACK, WORKING, LOADJOB
+# ----------------------------------------------------------------------
+
+@command("ackjob", -1, "write fast")
+def ackjob(ctx, client, argv):
+    ids = argv[1:]
+    validate_ids(ids)
+    return R.integer(ctx.node.ack_jobs(ids))
+
+
+@command("fastack", -1, "write fast")
+def fastack(ctx, client, argv):
+    ids = argv[1:]
+    validate_ids(ids)
+    return R.integer(ctx.node.fast_ack(ids))
+
+
+@command("deljob", -1, "write fast")
+def deljob(ctx, client, argv):
+    ids = argv[1:]
+    validate_ids(ids)
+    return R.integer(ctx.node.delete_jobs(ids))
+
+
+@command("enqueue", -1, "write denyoom fast")
+def enqueue(ctx, client, argv):
+    ids = argv[1:]
+    validate_ids(ids)
+    return R.integer(ctx.node.enqueue_jobs(ids, nack=False))
+
+
+@command("nack", -1, "write denyoom fast")
+def nack(ctx, client, argv):
+    ids = argv[1:]
+    validate_ids(ids)
+    return R.integer(ctx.node.enqueue_jobs(ids, nack=True))
+
+
+@command("dequeue", -1, "write fast")
+def dequeue(ctx, client, argv):
+    ids = argv[1:]
+    validate_ids(ids)
+    return R.integer(ctx.node.dequeue_jobs(ids))
+
+
+@command("working", 2, "write fast")
+def working(ctx, client, argv):
+    validate_ids(argv[1:2])
+    return R.integer(ctx.node.working(argv[1]))
+
+
+@command("loadjob", 2, "write")
+def loadjob(ctx, client, argv):
+    return R.err(b"LOADJOB is a special command only processed from AOF")

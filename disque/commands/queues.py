@@ -1,0 +1,184 @@
+"""Queue commands: GETJOB, QLEN, QSTAT, QPEEK, QSCAN, PAUSE."""
+
+from ..core.node import CommandError
+from ..core.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PAUSE_NAMES
+from ..resp import reply as R
+from . import BLOCKED, command
+from .args import parse_int_or_error, parse_ll, parse_timeout
+from .jobs import SYNTAX, scan_options, scan_reply
+
+LEAVING = b"-LEAVING This node is leaving the cluster, please connect to a different one\r\n"
+E_COUNT = CommandError(b"ERR", b"COUNT must be a number greater than zero")
+
+
+def render_job(job) -> bytes:
+    q = job.queue
+    body = job.body
+    return b"*3\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n%s\r\n" % (len(q), q, job.id, len(body), body)
+
+
+def render_job_counters(job) -> bytes:
+    q = job.queue
+    body = job.body
+    return b"*7\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n%s\r\n$5\r\nnacks\r\n:%d\r\n$21\r\nadditional-deliveries\r\n:%d\r\n" % (
+        len(q), q, job.id, len(body), body, job.nacks, job.deliv)
+
+
+def render_jobs(jobs, withcounters: bool = False) -> bytes:
+    render = render_job_counters if withcounters else render_job
+    return b"*%d\r\n" % len(jobs) + b"".join(render(j) for j in jobs)
+
+
+def _serve_with_counters(jobs):
+    return render_jobs(jobs, True)
+
+
+# GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM q1 ... qN
+@command("getjob", -2, "write fast")
+def getjob(ctx, client, argv):
+    timeout = 0
+    count = 1
+    nohang = False
+    withcounters = False
+    queues = None
+    argc = len(argv)
+    i = 1
+    while i < argc:
+        opt = argv[i].lower()
+        last = i == argc - 1
+        if opt == b"nohang":
+            nohang = True
+        elif opt == b"withcounters":
+            withcounters = True
+        elif opt == b"timeout" and not last:
+            timeout = parse_timeout(argv[i + 1])
+            i += 1
+        elif opt == b"count" and not last:
+            count = parse_ll(argv[i + 1])
+            if count is None or count <= 0:
+                raise E_COUNT
+            i += 1
+        elif opt == b"from":
+            queues = argv[i + 1:]
+            break
+        else:
+            raise SYNTAX
+        i += 1
+    if not queues:
+        raise SYNTAX
+    node = ctx.node
+    jobs = node.get_jobs(queues, count)
+    if jobs:
+        return render_jobs(jobs, withcounters)
+    if nohang:
+        return R.NULL_ARRAY
+    if node.cluster.leaving:
+        return LEAVING
+    node.block(client, queues, timeout, _serve_with_counters if withcounters else render_jobs, R.NULL_ARRAY)
+    return BLOCKED
+
+
+@command("qlen", 2, "readonly fast")
+def qlen(ctx, client, argv):
+    q = ctx.node.get_queue(argv[1])
+    return R.integer(len(q.jobs) if q is not None else 0)
+
+
+@command("qpeek", 3, "readonly")
+def qpeek(ctx, client, argv):
+    count = parse_int_or_error(argv[2])
+    q = ctx.node.get_queue(argv[1])
+    if q is None or not q.jobs or count == 0:
+        return R.EMPTY_ARRAY
+    jobs = q.jobs
+    if count > 0:
+        picked = jobs[:count]
+    else:
+        picked = jobs[count:][::-1] if -count < len(jobs) else jobs[::-1]
+    return b"*%d\r\n" % len(picked) + b"".join(render_job(j) for j in picked)
+
+
+@command("qstat", 2, "readonly fast")
+def qstat(ctx, client, argv):
+    node = ctx.node
+    q = node.get_queue(argv[1])
+    if q is None:
+        return R.NULL_ARRAY
+    now_s = node.now // 1000
+    fed = q.fed
+    sources = fed.sources() if fed is not None else ()
+    rate = fed.import_rate(node.now) if fed is not None else 0
+    return b"".join((
+        b"*20\r\n$4\r\nname\r\n", R.bulk(q.name),
+        b"$3\r\nlen\r\n", R.integer(len(q.jobs)),
+        b"$3\r\nage\r\n", R.integer(max(now_s - q.ctime, 0)),
+        b"$4\r\nidle\r\n", R.integer(max(now_s - q.atime, 0)),
+        b"$7\r\nblocked\r\n", R.integer(len(q.waiting) if q.waiting else 0),
+        b"$11\r\nimport-from\r\n", R.bulk_array(sources),
+        b"$11\r\nimport-rate\r\n", R.integer(rate),
+        b"$7\r\njobs-in\r\n", R.integer(q.jobs_in),
+        b"$8\r\njobs-out\r\n", R.integer(q.jobs_out),
+        b"$5\r\npause\r\n", R.bulk(q.paused_name()),
+    ))
+
+
+@command("qscan", -1, "readonly")
+def qscan(ctx, client, argv):
+    filters = {}
+
+    def extra(opt, value):
+        if opt in (b"minlen", b"maxlen", b"importrate"):
+            filters[opt] = parse_int_or_error(value)
+            return True
+        return False
+
+    cursor, count, busyloop = scan_options(argv, extra)
+    minlen = filters.get(b"minlen")
+    maxlen = filters.get(b"maxlen")
+    rate = filters.get(b"importrate")
+    now = ctx.node.now
+
+    def match(q):
+        n = len(q.jobs)
+        if minlen is not None and n < minlen:
+            return False
+        if maxlen is not None and n > maxlen:
+            return False
+        if rate is not None and (q.fed.import_rate(now) if q.fed is not None else 0) < rate:
+            return False
+        return True
+
+    cursor, queues = ctx.node.queues.scan(cursor, count, match, busyloop)
+    return scan_reply(cursor, b"".join(R.bulk(q.name) for q in queues), len(queues))
+
+
+_PAUSE_OPTS = {b"none": 0, b"in": PAUSED_IN, b"out": PAUSED_OUT, b"all": PAUSED_ALL}
+
+
+@command("pause", -3, "readonly fast")
+def pause(ctx, client, argv):
+    node = ctx.node
+    name = argv[1]
+    q = node.get_queue(name)
+    flags = 0
+    update = False
+    bcast = False
+    for arg in argv[2:]:
+        opt = arg.lower()
+        if opt in _PAUSE_OPTS:
+            bit = _PAUSE_OPTS[opt]
+            flags = flags | bit if bit else 0
+            update = True
+        elif opt == b"state":
+            pass
+        elif opt == b"bcast":
+            bcast = True
+        else:
+            raise SYNTAX
+    if update and (q is not None or flags):
+        current = node.set_pause(name, flags, True)
+    else:
+        current = q.flags & PAUSED_ALL if q is not None else 0
+    if bcast:
+        node.cluster_pause(name, current)
+    return b"+" + PAUSE_NAMES[current] + b"\r\n"

@@ -1,0 +1,540 @@
+"""Server commands: PING, TIME, HELLO, INFO, COMMAND, CONFIG, CLIENT, AUTH,
+DEBUG, SHUTDOWN, SLOWLOG, LATENCY, MONITOR, BGREWRITEAOF, CLUSTER."""
+
+import re
+
+from .. import DISQUE_VERSION
+from ..config import ConfigSetError
+from ..core.node import CommandError
+from ..resp import reply as R
+from . import ORDER, TABLE, _auth_handler, command
+from .args import parse_int_or_error, parse_ll
+from .jobs import SYNTAX
+
+
+@command("ping", -1, "readonly fast")
+def ping(ctx, client, argv):
+    if len(argv) > 2:
+        return b"-ERR wrong number of arguments for 'ping' command\r\n"
+    return R.bulk(argv[1]) if len(argv) == 2 else R.PONG
+
+
+@command("time", 1, "readonly fast")
+def time_(ctx, client, argv):
+    us = ctx.host.now_us()
+    return R.bulk_array((b"%d" % (us // 1_000_000), b"%d" % (us % 1_000_000)))
+
+
+def node_priority(node, cluster_node) -> bytes:
+    """HELLO priority: 1 for healthy nodes, 100 for leaving/failing ones."""
+    if cluster_node.leaving or "fail" in cluster_node.flags:
+        return b"100"
+    if cluster_node is node.cluster.myself and node.cluster.leaving:
+        return b"100"
+    return b"1"
+
+
+@command("hello", 1, "readonly fast")
+def hello(ctx, client, argv):
+    node = ctx.node
+    entries = []
+    for n in node.cluster.nodes.values():
+        entries.append(R.bulk_array((n.id, n.host, b"%d" % n.port, node_priority(node, n))))
+    return b"*3\r\n:1\r\n" + R.bulk(node.my_id) + R.array(entries)
+
+
+# ----------------------------------------------------------------------
+# INFO
+# ----------------------------------------------------------------------
+
+def _human(n: int) -> bytes:
+    for unit, size in ((b"G", 1 << 30), (b"M", 1 << 20), (b"K", 1 << 10)):
+        if n >= size:
+            return b"%.2f%s" % (n / size, unit)
+    return b"%dB" % n
+
+
+def _section(title: bytes, fields) -> bytes:
+    lines = [b"# " + title]
+    for key, value in fields:
+        if isinstance(value, int):
+            value = b"%d" % value
+        elif isinstance(value, float):
+            value = b"%.2f" % value
+        elif isinstance(value, str):
+            value = value.encode()
+        lines.append(key.encode() + b":" + value)
+    return b"\r\n".join(lines) + b"\r\n"
+
+
+def info_server(ctx):
+    p = ctx.host.process_info()
+    return _section(b"Server", [
+        ("disque_version", DISQUE_VERSION), ("disque_git_sha1", "00000000"),
+        ("disque_git_dirty", 0), ("disque_build_id", p["build_id"]), ("os", p["os"]),
+        ("arch_bits", p["arch_bits"]), ("multiplexing_api", p["multiplexing_api"]),
+        ("gcc_version", p["gcc_version"]), ("process_id", p["process_id"]),
+        ("run_id", p["run_id"]), ("tcp_port", ctx.config["port"]),
+        ("uptime_in_seconds", p["uptime"]), ("uptime_in_days", p["uptime"] // 86400),
+        ("hz", ctx.config["hz"]), ("executable", p["executable"]),
+        ("config_file", ctx.config.path or ""),
+    ])
+
+
+def info_clients(ctx):
+    biggest = max((c.qbuf for c in ctx.clients.values()), default=0)
+    return _section(b"Clients", [
+        ("connected_clients", len(ctx.clients)), ("client_longest_output_list", 0),
+        ("client_biggest_input_buf", biggest), ("blocked_clients", ctx.node.blocked_count),
+    ])
+
+
+def info_memory(ctx):
+    used, rss, peak = ctx.host.memory()
+    return _section(b"Memory", [
+        ("used_memory", used), ("used_memory_human", _human(used)),
+        ("used_memory_rss", rss), ("used_memory_peak", peak),
+        ("used_memory_peak_human", _human(peak)),
+        ("mem_fragmentation_ratio", (rss / used) if used else 0.0),
+        ("mem_allocator", "pymalloc"),
+    ])
+
+
+def info_jobs(ctx):
+    return _section(b"Jobs", [("registered_jobs", len(ctx.node.jobs))])
+
+
+def info_queues(ctx):
+    return _section(b"Queues", [("registered_queues", len(ctx.node.queues))])
+
+
+def info_persistence(ctx):
+    return _section(b"Persistence", list(ctx.host.persistence_info()))
+
+
+def info_stats(ctx):
+    s = ctx.stats
+    ops, kin, kout = s.rates()
+    return _section(b"Stats", [
+        ("total_connections_received", s.connections), ("total_commands_processed", s.commands),
+        ("instantaneous_ops_per_sec", ops), ("total_net_input_bytes", s.net_in),
+        ("total_net_output_bytes", s.net_out), ("instantaneous_input_kbps", kin),
+        ("instantaneous_output_kbps", kout), ("rejected_connections", s.rejected),
+        ("latest_fork_usec", 0),
+    ])
+
+
+def info_cpu(ctx):
+    sys_, user, csys, cuser = ctx.host.cpu_times()
+    return _section(b"CPU", [
+        ("used_cpu_sys", float(sys_)), ("used_cpu_user", float(user)),
+        ("used_cpu_sys_children", float(csys)), ("used_cpu_user_children", float(cuser)),
+    ])
+
+
+def info_commandstats(ctx):
+    fields = []
+    for name in ORDER:
+        cmd = TABLE[name]
+        if cmd.calls:
+            fields.append(("cmdstat_" + name.decode(), b"calls=%d,usec=%d,usec_per_call=%.2f" % (
+                cmd.calls, cmd.usec, cmd.usec / cmd.calls)))
+    return _section(b"Commandstats", fields)
+
+
+INFO_SECTIONS = {
+    b"server": info_server, b"clients": info_clients, b"memory": info_memory,
+    b"jobs": info_jobs, b"queues": info_queues, b"persistence": info_persistence,
+    b"stats": info_stats, b"cpu": info_cpu, b"commandstats": info_commandstats,
+}
+DEFAULT_SECTIONS = (b"server", b"clients", b"memory", b"jobs", b"queues", b"persistence", b"stats", b"cpu")
+
+
+def info_text(ctx, section: bytes = b"default") -> bytes:
+    if section in (b"default", b"all"):
+        names = DEFAULT_SECTIONS + ((b"commandstats",) if section == b"all" else ())
+        return b"\r\n".join(INFO_SECTIONS[n](ctx) for n in names) + b"\r\n"
+    fn = INFO_SECTIONS.get(section)
+    return fn(ctx) + b"\r\n" if fn else b""
+
+
+@command("info", -1, "readonly loading")
+def info(ctx, client, argv):
+    if len(argv) > 2:
+        raise SYNTAX
+    section = argv[1].lower() if len(argv) == 2 else b"default"
+    return R.bulk(info_text(ctx, section))
+
+
+# ----------------------------------------------------------------------
+# COMMAND
+# ----------------------------------------------------------------------
+
+def command_entry(cmd) -> bytes:
+    flags = b"*%d\r\n" % len(cmd.flags) + b"".join(b"+" + f + b"\r\n" for f in cmd.flags)
+    return b"*6\r\n" + R.bulk(cmd.name) + R.integer(cmd.arity) + flags + b":0\r\n:0\r\n:0\r\n"
+
+
+E_SUBCOMMAND = b"-ERR Unknown subcommand or wrong number of arguments.\r\n"
+
+
+@command("command", 0, "readonly loading")
+def command_(ctx, client, argv):
+    if len(argv) == 1:
+        return b"*%d\r\n" % len(ORDER) + b"".join(command_entry(TABLE[n]) for n in ORDER)
+    sub = argv[1].lower()
+    if sub == b"info":
+        out = []
+        for name in argv[2:]:
+            cmd = TABLE.get(name.lower())
+            out.append(command_entry(cmd) if cmd else R.NULL_BULK)
+        return R.array(out)
+    if sub == b"count" and len(argv) == 2:
+        return R.integer(len(ORDER))
+    return E_SUBCOMMAND
+
+
+# ----------------------------------------------------------------------
+# CONFIG
+# ----------------------------------------------------------------------
+
+@command("config", -2, "readonly admin")
+def config(ctx, client, argv):
+    sub = argv[1].lower()
+    argc = len(argv)
+    try:
+        if sub == b"get":
+            if argc != 3:
+                return R.err(b"Wrong number of arguments for CONFIG GET")
+            pairs = ctx.config.get_all(argv[2])
+            return R.bulk_array(v for pair in pairs for v in pair)
+        if sub == b"set":
+            if argc != 4:
+                return R.err(b"Wrong number of arguments for CONFIG SET")
+            ctx.config.set(argv[2], argv[3])
+            return R.OK
+        if sub == b"resetstat":
+            if argc != 2:
+                return R.err(b"Wrong number of arguments for CONFIG RESETSTAT")
+            ctx.stats.reset()
+            for cmd in TABLE.values():
+                cmd.calls = cmd.usec = 0
+            return R.OK
+        if sub == b"rewrite":
+            if argc != 2:
+                return R.err(b"Wrong number of arguments for CONFIG REWRITE")
+            ctx.config.rewrite()
+            return R.OK
+    except ConfigSetError as e:
+        return R.err(e.args[0])
+    return R.err(b"CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE")
+
+
+# ----------------------------------------------------------------------
+# CLIENT
+# ----------------------------------------------------------------------
+
+CLIENT_SYNTAX = b"-ERR Syntax error, try CLIENT (LIST | KILL ip:port | GETNAME | SETNAME connection-name)\r\n"
+_BAD_NAME = re.compile(rb"[^!-~]")
+
+
+def client_line(ctx, c, now_s) -> bytes:
+    flags = b"b" if ctx.node.is_blocked(c) else (b"O" if c.monitor else b"N")
+    return b"id=%d addr=%s fd=%d name=%s age=%d idle=%d flags=%s qbuf=%d qbuf-free=%d obl=0 oll=0 omem=0 events=r cmd=%s\n" % (
+        c.id, c.addr, c.id + 6, c.name, now_s - c.ctime, now_s - c.atime, flags, c.qbuf,
+        max(32768 - c.qbuf, 0), c.last_cmd)
+
+
+@command("client", -2, "readonly admin")
+def client_(ctx, client, argv):
+    sub = argv[1].lower()
+    argc = len(argv)
+    if sub == b"list" and argc == 2:
+        now_s = ctx.node.now // 1000
+        return R.bulk(b"".join(client_line(ctx, c, now_s) for c in ctx.clients.values()))
+    if sub == b"getname" and argc == 2:
+        return R.bulk(client.name) if client.name else R.NULL_BULK
+    if sub == b"setname" and argc == 3:
+        if _BAD_NAME.search(argv[2]):
+            return R.err(b"Client names cannot contain spaces, newlines or special characters.")
+        client.name = argv[2]
+        return R.OK
+    if sub == b"kill" and argc >= 3:
+        return client_kill(ctx, client, argv)
+    if sub == b"pause" and argc == 3:
+        n = parse_ll(argv[2])
+        if n is None or n < 0:
+            return R.err(b"timeout is not an integer or out of range")
+        ctx.host.pause_clients(n)
+        return R.OK
+    if sub == b"reply" and argc == 3:
+        mode = argv[2].lower()
+        modes = {b"on": 0, b"off": 1, b"skip": 3}
+        if mode not in modes:
+            raise SYNTAX
+        client.reply_mode = modes[mode]
+        return R.OK
+    if sub == b"setinfo" and argc == 4:
+        attr = argv[2].lower()
+        if attr not in (b"lib-name", b"lib-ver"):
+            return R.err(b"Unrecognized option '" + argv[2] + b"'")
+        if _BAD_NAME.search(argv[3]):
+            return R.err(b"lib-name and lib-ver cannot contain spaces, newlines or special characters.")
+        setattr(client, "lib_name" if attr == b"lib-name" else "lib_ver", argv[3])
+        return R.OK
+    if sub == b"id" and argc == 2:
+        return R.integer(client.id)
+    return CLIENT_SYNTAX
+
+
+def client_kill(ctx, client, argv):
+    if len(argv) == 3:  # old form: CLIENT KILL addr
+        for c in list(ctx.clients.values()):
+            if c.addr == argv[2]:
+                c.conn.close()
+                return R.OK
+        return R.err(b"No such client")
+    if len(argv) % 2:
+        raise SYNTAX
+    want_id = want_addr = want_type = None
+    skipme = True
+    for i in range(2, len(argv), 2):
+        opt, value = argv[i].lower(), argv[i + 1]
+        if opt == b"id":
+            want_id = parse_int_or_error(value)
+        elif opt == b"addr":
+            want_addr = value
+        elif opt == b"type":
+            want_type = value.lower()
+            if want_type not in (b"normal", b"pubsub", b"slave"):
+                return R.err(b"Unknown client type '" + value + b"'")
+        elif opt == b"skipme":
+            v = value.lower()
+            if v not in (b"yes", b"no"):
+                raise SYNTAX
+            skipme = v == b"yes"
+        else:
+            raise SYNTAX
+    killed = 0
+    for c in list(ctx.clients.values()):
+        if want_id is not None and c.id != want_id:
+            continue
+        if want_addr is not None and c.addr != want_addr:
+            continue
+        if want_type is not None and want_type != b"normal":
+            continue
+        if c is client and skipme:
+            continue
+        c.conn.close()
+        killed += 1
+    return R.integer(killed)
+
+
+# ----------------------------------------------------------------------
+# AUTH, MONITOR, SHUTDOWN, BGREWRITEAOF, SLOWLOG, LATENCY, DEBUG
+# ----------------------------------------------------------------------
+
+@command("auth", 2, "readonly loading fast")
+def auth(ctx, client, argv):
+    password = ctx.config["requirepass"]
+    if not password:
+        return R.err(b"Client sent AUTH, but no password is set")
+    if _constant_time_equal(argv[1], password.encode() if isinstance(password, str) else password):
+        client.authenticated = True
+        return R.OK
+    client.authenticated = False
+    return R.err(b"invalid password")
+
+
+_auth_handler[0] = auth
+
+
+def _constant_time_equal(a: bytes, b: bytes) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a, b)
+
+
+@command("monitor", 1, "readonly admin")
+def monitor(ctx, client, argv):
+    if not client.monitor:
+        client.monitor = True
+        ctx.monitors.append(client)
+    return R.OK
+
+
+@command("shutdown", -1, "readonly admin loading")
+def shutdown(ctx, client, argv):
+    if len(argv) > 2:
+        raise SYNTAX
+    mode = argv[1].lower() if len(argv) == 2 else b""
+    if mode not in (b"", b"save", b"nosave", b"rewrite-aof"):
+        raise SYNTAX
+    error = ctx.host.shutdown(mode.decode())
+    if error:
+        return R.err(error)
+    from . import BLOCKED
+
+    return BLOCKED  # the connection closes with the process
+
+
+@command("bgrewriteaof", 1, "readonly admin")
+def bgrewriteaof(ctx, client, argv):
+    return ctx.host.bgrewriteaof()
+
+
+SLOWLOG_ERR = b"-ERR Unknown SLOWLOG subcommand or wrong # of args. Try GET, RESET, LEN.\r\n"
+
+
+@command("slowlog", -2, "readonly")
+def slowlog(ctx, client, argv):
+    sub = argv[1].lower()
+    log = ctx.slowlog
+    if sub == b"len" and len(argv) == 2:
+        return R.integer(len(log.entries))
+    if sub == b"reset" and len(argv) == 2:
+        log.entries.clear()
+        return R.OK
+    if sub == b"get" and len(argv) in (2, 3):
+        n = 10
+        if len(argv) == 3:
+            n = parse_int_or_error(argv[2])
+        entries = list(log.entries)[: n if n >= 0 else None]
+        return R.array(
+            b"*4\r\n" + R.integer(eid) + R.integer(ts) + R.integer(us) + R.bulk_array(args)
+            for eid, ts, us, args in entries)
+    return SLOWLOG_ERR
+
+
+LATENCY_DOCTOR = (b"I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Disque "
+                  b"instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in "
+                  b"order to enable it. If we weren't in a deep space mission I'd suggest to take a look "
+                  b"at http://disque.io/topics/latency-monitor.\n")
+
+
+@command("latency", -2, "readonly admin loading")
+def latency(ctx, client, argv):
+    sub = argv[1].lower()
+    if sub == b"latest" and len(argv) == 2:
+        return R.EMPTY_ARRAY
+    if sub == b"history" and len(argv) == 3:
+        return R.EMPTY_ARRAY
+    if sub == b"reset":
+        return R.ZERO
+    if sub == b"doctor" and len(argv) == 2:
+        return R.bulk(LATENCY_DOCTOR)
+    raise SYNTAX
+
+
+def _debug_error(sub):
+    return R.err(b"Unknown DEBUG subcommand or wrong number of arguments for '" + sub + b"'")
+
+
+@command("debug", -2, "admin")
+def debug(ctx, client, argv):
+    sub = argv[1].lower()
+    argc = len(argv)
+    if sub == b"flushall" and argc == 2:
+        ctx.node.flush_all()
+        ctx.host.flushed()
+        return R.OK
+    if sub == b"sleep" and argc == 3:
+        try:
+            seconds = float(argv[2])
+        except ValueError:
+            seconds = 0.0
+        ctx.host.sleep(max(seconds, 0.0))
+        return R.OK
+    if sub == b"error" and argc == 3:
+        return b"-" + argv[2].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
+    if sub == b"structsize" and argc == 2:
+        return R.status(ctx.host.struct_sizes())
+    if sub == b"jobs" and argc == 2:
+        return R.integer(len(ctx.node.jobs))
+    return _debug_error(argv[1])
+
+
+# ----------------------------------------------------------------------
+# CLUSTER (single node view; the cluster bus extends it)
+# ----------------------------------------------------------------------
+
+E_CLUSTER = b"-ERR Wrong CLUSTER subcommand or number of arguments\r\n"
+
+
+def cluster_nodes_text(node) -> bytes:
+    lines = []
+    for n in node.cluster.nodes.values():
+        flags = []
+        if n is node.cluster.myself:
+            flags.append(b"myself")
+            if node.cluster.leaving:
+                flags.append(b"leaving")
+        else:
+            flags.extend(f.encode() for f in sorted(n.flags))
+            if n.leaving:
+                flags.append(b"leaving")
+        link = b"connected" if n is node.cluster.myself or "connected" in n.flags else b"disconnected"
+        lines.append(b"%s %s:%d %s 0 0 %s\n" % (n.id, n.host, n.port, b",".join(flags) or b"noflags", link))
+    return b"".join(lines)
+
+
+@command("cluster", -2, "readonly admin")
+def cluster(ctx, client, argv):
+    node = ctx.node
+    sub = argv[1].lower()
+    argc = len(argv)
+    handler = ctx.host.cluster_command(sub) if hasattr(ctx.host, "cluster_command") else None
+    if handler is not None:
+        return handler(ctx, client, argv)
+    if sub == b"nodes" and argc == 2:
+        return R.bulk(cluster_nodes_text(node))
+    if sub == b"myid" and argc == 2:
+        return R.bulk(node.my_id)
+    if sub == b"info" and argc == 2:
+        text = (b"cluster_state:ok\r\ncluster_known_nodes:%d\r\ncluster_reachable_nodes:%d\r\n"
+                b"cluster_size:%d\r\ncluster_stats_messages_sent:0\r\n"
+                b"cluster_stats_messages_received:0\r\n") % (
+            node.cluster.size, node.cluster.reachable, node.cluster.size)
+        return R.bulk(text)
+    if sub == b"leaving" and argc in (2, 3):
+        if argc == 2:
+            return b"+yes\r\n" if node.cluster.leaving else b"+no\r\n"
+        value = argv[2].lower()
+        if value not in (b"yes", b"no"):
+            return R.err(b"Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'")
+        node.set_leaving(value == b"yes")
+        if node.cluster.leaving:
+            from .queues import LEAVING
+
+            node.unblock_all_with(LEAVING)
+        return R.OK
+    if sub == b"forget" and argc == 3:
+        target = argv[2]
+        if len(target) != 40 or not all(c in b"0123456789abcdef" for c in target):
+            return R.err(b"Invalid node identifier")
+        if target == node.my_id:
+            return R.err(b"I tried hard but I can't forget myself...")
+        return R.err(b"Unknown node " + target)
+    if sub == b"meet" and argc == 4:
+        port = parse_ll(argv[3])
+        if port is None:
+            return R.err(b"Invalid TCP port specified: " + argv[3])
+        return R.err(b"Invalid node address specified: " + argv[2] + b":" + argv[3]) \
+            if not _valid_ip(argv[2]) or not 0 <= port <= 65535 else \
+            R.err(b"This node runs without a cluster bus")
+    if sub == b"reset" and argc == 3:
+        raise SYNTAX if argv[2].lower() not in (b"hard", b"soft") else \
+            CommandError(b"ERR", b"This node runs without a cluster bus")
+    if sub == b"saveconfig" and argc == 2:
+        return R.OK
+    return E_CLUSTER
+
+
+def _valid_ip(host: bytes) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host.decode("ascii"))
+        return True
+    except (ValueError, UnicodeDecodeError):
+        return False

@@ -1,0 +1,594 @@
+"""NodeState: the Disque state machine of one node.
+
+Sections follow ``seeds/disque-readme.txt`` ("Disque state machine") and the
+original's job.c / queue.c / ack.c.  Every public method expects the caller
+to have set the current time with :meth:`NodeState.set_time` (the command
+dispatcher and the tick do it), never reads a clock, and reports side effects
+by appending to ``self.outbox`` (:mod:`disque.core.effects`).
+
+Invariants (checked by the property tests):
+* a job is in ``self.jobs`` iff it is registered; a QUEUED job is in exactly
+  one queue (its own) and every job in a queue is QUEUED;
+* every registered job is scheduled (``awake > 0``) at the earliest time it
+  needs attention; its TTL always wins: nothing outlives ``etime``;
+* an ACKED job is never queued again; a RETRY 0 job is queued at most once
+  by this node unless a client explicitly asks (ENQUEUE).
+"""
+
+import random as _random
+from heapq import heappop, heappush
+
+from . import job as J
+from .cluster import ClusterView
+from .effects import Persist, Reply
+from .jobid import JobIdGenerator, is_at_most_once, ttl_minutes
+from .queue import PAUSED_IN, PAUSED_OUT, QUEUE_MAX_IDLE, Queue
+from .schedule import Schedule
+from .table import BucketedDict
+
+TIME_ERR = 500  # ms, random spread added to requeue times (desync nodes)
+GC_RETRY_MIN = 1000  # ms
+GC_RETRY_MAX = 60000  # ms
+GC_RETRY_COUNT_MAX = 16
+
+
+class CommandError(Exception):
+    """A refusal the client sees as ``-<code> <message>``."""
+
+    def __init__(self, code: bytes, message: bytes):
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+
+
+class Blocked:
+    """A client parked in GETJOB.
+
+    ``serve(jobs)`` and ``timeout_payload`` come from the command layer: the
+    core hands them back inside ``Reply`` effects without looking inside.
+    """
+
+    __slots__ = ("client", "queues", "deadline", "serve", "timeout_payload", "done")
+
+    def __init__(self, client, queues, deadline, serve, timeout_payload):
+        self.client = client
+        self.queues = queues
+        self.deadline = deadline
+        self.serve = serve
+        self.timeout_payload = timeout_payload
+        self.done = False
+
+
+class NodeState:
+    def __init__(self, node_id: bytes, now: int = 0, rng=None, host=b"", port=0):
+        self.now = now
+        self.rng = rng or _random.Random()
+        self.cluster = ClusterView(node_id, host, port)
+        self.ids = JobIdGenerator(node_id, seed=self.rng.randbytes(20))
+        self.jobs = BucketedDict(4096)
+        self.queues = BucketedDict(256)
+        self.schedule = Schedule()
+        self.outbox = []
+        self.persist = False  # emit Persist effects (AOF on)
+        self._prev_ctime = 0
+        self._my_delivered = (node_id,)
+        self._ready = []  # queues that got jobs while clients wait on them
+        self._blocked = {}  # client -> Blocked
+        self._deadlines = []  # heap of (deadline, seq, Blocked); stale when done
+        self._block_seq = 0
+        self._idle_queues = {}  # name -> Queue, candidates for reclaiming
+        self.memory_level = lambda: 0  # 0 ok, 1 >75%, 2 >95%, 3 full
+
+    # ------------------------------------------------------------------
+    # Time
+    # ------------------------------------------------------------------
+
+    def set_time(self, now: int) -> None:
+        self.now = now
+
+    def _jitter(self) -> int:
+        return self.rng.randrange(TIME_ERR)
+
+    @property
+    def my_id(self) -> bytes:
+        return self.cluster.my_id
+
+    # ------------------------------------------------------------------
+    # Generic functions: LOOKUP-JOB, REGISTER, UNREGISTER, ENQUEUE, DEQUEUE
+    # ------------------------------------------------------------------
+
+    def lookup(self, job_id: bytes):
+        return self.jobs.get(job_id)
+
+    def register(self, job) -> bool:
+        if not self.jobs.add(job.id, job):
+            return False
+        self.update_awake(job)
+        return True
+
+    def unregister(self, job) -> bool:
+        if self.jobs.pop(job.id) is None:
+            return False
+        if self.persist and J.ACTIVE <= job.state < J.ACKED:
+            self.outbox.append(Persist((b"DELJOB", job.id)))
+        self.schedule.remove(job)
+        if job.state == J.QUEUED:
+            self.dequeue(job)
+        return True
+
+    def get_queue(self, name: bytes):
+        return self.queues.get(name)
+
+    def queue_for(self, name: bytes) -> Queue:
+        q = self.queues.get(name)
+        if q is None:
+            q = Queue(name, self.now // 1000)
+            self.queues.add(name, q)
+        return q
+
+    def enqueue(self, job, nack: bool = False) -> bool:
+        """ENQUEUE(job): put an active job in its queue; see queue.c."""
+        if job.state == J.QUEUED or job.qtime == 0:
+            return False
+        if job.retry == 0 and job.flags & J.F_DELIVERED:
+            return False
+        job.state = J.QUEUED
+        if job.retry:
+            job.flags |= J.F_BCAST_WILLQUEUE
+            job.qtime = self.now + job.retry * 1000 + self._jitter()
+        else:
+            job.qtime = 0
+        if job.flags & J.F_BCAST_QUEUED or nack:
+            if nack:
+                job.nacks += 1
+            else:
+                job.deliv += 1
+            self.cluster_queued(job, nack)
+        else:
+            job.flags |= J.F_BCAST_QUEUED
+        self.update_awake(job)
+        q = self.queues.get(job.queue)
+        if q is None:
+            q = self.queue_for(job.queue)
+        q.jobs.add(job)
+        q.atime = self.now // 1000
+        q.jobs_in += 1
+        if q.waiting and not q.flags & PAUSED_OUT:
+            self._ready.append(q)
+        return True
+
+    def dequeue(self, job) -> bool:
+        if job.state != J.QUEUED:
+            return False
+        q = self.queues.get(job.queue)
+        job.state = J.ACTIVE
+        if q is not None:
+            q.jobs.remove(job)
+            if not q.jobs:
+                self._idle_queues[q.name] = q
+        return True
+
+    def fetch(self, q: Queue):
+        """Pop the oldest job of ``q`` for delivery (state becomes ACTIVE)."""
+        job = q.jobs.pop(0)
+        job.state = J.ACTIVE
+        job.flags |= J.F_DELIVERED
+        q.atime = self.now // 1000
+        q.jobs_out += 1
+        if not q.jobs:
+            self._idle_queues[q.name] = q
+        return job
+
+    # ------------------------------------------------------------------
+    # Awake time (updateJobAwakeTime)
+    # ------------------------------------------------------------------
+
+    def update_awake(self, job) -> None:
+        at = job.etime
+        state = job.state
+        if state == J.ACKED:
+            gc = self._next_gc_time(job)
+            if gc < at:
+                at = gc
+        elif (state == J.ACTIVE or state == J.QUEUED) and job.qtime:
+            qtime = job.qtime
+            if job.flags & J.F_BCAST_WILLQUEUE:
+                qtime -= J.WILLQUEUE_ADVANCE
+            if qtime < at:
+                at = qtime
+        self.schedule.set(job, at if at > 0 else 1)
+
+    def _next_gc_time(self, job) -> int:
+        period = GC_RETRY_MIN << job.gc_retry
+        if period > GC_RETRY_MAX:
+            period = GC_RETRY_MAX
+        return self.now + period + self._jitter()
+
+    def set_requeue_time(self, job, qtime: int) -> None:
+        # Never violate at-most-once because of a caller's mistake.
+        if job.retry == 0 or job.qtime == 0:
+            return
+        job.qtime = qtime
+        self.update_awake(job)
+
+    # ------------------------------------------------------------------
+    # Job replication state machine: ADDJOB (single node part)
+    # ------------------------------------------------------------------
+
+    def new_ctime(self) -> int:
+        ctime = self.now * 1_000_000
+        if ctime <= self._prev_ctime:
+            ctime = self._prev_ctime + 1
+        self._prev_ctime = ctime
+        return ctime
+
+    def add_job(self, queue: bytes, body: bytes, repl: int, delay: int, retry: int,
+                ttl: int, maxlen: int, async_: bool):
+        """Create a job from ADDJOB; return it, or raise CommandError.
+
+        ``retry`` is -1 when not given.  Replication to other nodes is the
+        cluster's business: here ``repl`` only has to be satisfiable.
+        """
+        if repl > 1 and retry == 0:
+            raise CommandError(b"ERR", b"With RETRY set to 0 please explicitly set  REPLICATE to 1 (at-most-once delivery)")
+        if delay >= ttl:
+            raise CommandError(b"ERR", b"The specified DELAY is greater than TTL. Job refused since would never be delivered")
+        if retry == -1:
+            retry = J.default_retry(ttl)
+        leaving = self.cluster.leaving
+        extrepl = leaving or self.memory_level() > 0
+        additional = repl if extrepl else repl - 1
+        reachable = self.cluster.reachable
+        if additional > reachable:
+            if extrepl and additional - 1 == reachable:
+                reason = b"I'm leaving the cluster" if leaving else b"I'm out of memory"
+                raise CommandError(b"NOREPL", b"Not enough reachable nodes for the requested replication level, since I'm unable to hold a copy of the message for the following reason: " + reason)
+            raise CommandError(b"NOREPL", b"Not enough reachable nodes for the requested replication level")
+        q = self.queues.get(queue)
+        if q is not None:
+            if maxlen and len(q.jobs) >= maxlen:
+                raise CommandError(b"MAXLEN", b"Queue is already longer than the specified MAXLEN count")
+            if q.flags & PAUSED_IN:
+                raise CommandError(b"PAUSED", b"Queue paused in input, try later")
+            queue = q.name  # share one bytes object per queue name
+        now = self.now
+        job = J.Job(
+            self.ids.new_id(ttl, retry), queue, body, J.WAIT_REPL, repl,
+            self.new_ctime(), now + ttl * 1000, delay, retry,
+            now + (delay or retry) * 1000,
+        )
+        job.delivered = self._my_delivered
+        if not self.register(job):  # 144 random bits: only a bug gets here
+            raise CommandError(b"ERR", b"Internal error creating the job, check server logs")
+        if delay == 0:
+            self.enqueue(job)
+        else:
+            job.state = J.ACTIVE
+            self.update_awake(job)
+        if self.persist:
+            self.outbox.append(Persist((b"LOADJOB", job)))
+        return job
+
+    # ------------------------------------------------------------------
+    # Job processing (processJob): TTL, WILLQUEUE, requeue, GC
+    # ------------------------------------------------------------------
+
+    def process_job(self, job) -> None:
+        now = self.now
+        if job.etime <= now:
+            self.unregister(job)
+            return
+        state = job.state
+        if (state == J.ACTIVE or state == J.QUEUED) and job.flags & J.F_BCAST_WILLQUEUE \
+                and job.qtime - J.WILLQUEUE_ADVANCE <= now:
+            if state != J.QUEUED:
+                self.cluster_willqueue(job)
+            job.flags &= ~J.F_BCAST_WILLQUEUE
+        if job.state == J.ACTIVE and job.qtime and job.qtime <= now:
+            q = self.queues.get(job.queue)
+            if job.retry != 0 and q is not None and q.flags & PAUSED_IN:
+                job.qtime = now + job.retry * 1000 + self._jitter()
+            else:
+                self.enqueue(job)
+        if job.state == J.QUEUED and job.qtime and job.qtime <= now and job.retry:
+            job.flags |= J.F_BCAST_WILLQUEUE
+            job.qtime = now + job.retry * 1000 + self._jitter()
+        if job.state == J.ACKED:
+            self.try_gc(job)
+            if job.id not in self.jobs:
+                return
+        self.update_awake(job)
+
+    def tick(self) -> None:
+        """Periodic and deadline-driven work at the current time."""
+        for job in self.schedule.pop_due(self.now):
+            if self.jobs.get(job.id) is job:
+                self.process_job(job)
+        self._expire_blocked()
+        self._reclaim_idle_queues()
+        self.serve_ready()
+
+    def next_deadline(self):
+        """Earliest time (ms) at which :meth:`tick` has work, or None."""
+        t = self.schedule.next_time()
+        heap = self._deadlines
+        while heap and heap[0][2].done:
+            heappop(heap)
+        if heap and (t is None or heap[0][0] < t):
+            t = heap[0][0]
+        return t
+
+    # ------------------------------------------------------------------
+    # Acknowledged jobs garbage collection (ack.c)
+    # ------------------------------------------------------------------
+
+    def acknowledge(self, job) -> None:
+        if job.state == J.ACKED:
+            return
+        self.dequeue(job)
+        job.state = J.ACKED
+        job.confirmed = None
+        self.update_awake(job)
+        if self.persist:
+            self.outbox.append(Persist((b"DELJOB", job.id)))
+
+    def try_gc(self, job) -> None:
+        if job.state != J.ACKED:
+            return
+        dummy = not job.delivered
+        if job.gc_retry != GC_RETRY_COUNT_MAX:
+            job.gc_retry += 1
+        if job.confirmed is None:
+            job.confirmed = {self.my_id}
+        all_reached = not dummy and len(job.delivered) <= len(job.confirmed) and \
+            all(n in job.confirmed for n in job.delivered)
+        if all_reached or (dummy and self.cluster.size == 1):
+            self.unregister(job)
+            return
+        self.cluster_setack(job)
+
+    def ack_jobs(self, ids) -> int:
+        known = 0
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is None:
+                if self.cluster.size > 1 and not self.cluster.leaving and not is_at_most_once(job_id):
+                    job = J.Job(job_id, None, None, J.ACKED, 0, 0,
+                                self.now + ttl_minutes(job_id) * 60000, 0, 0, 0)
+                    self.register(job)
+            elif job.state != J.ACKED:
+                self.acknowledge(job)
+                known += 1
+            if job is not None:
+                self.try_gc(job)
+        return known
+
+    def fast_ack(self, ids) -> int:
+        known = 0
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is None:
+                self.cluster_deljob_broadcast(job_id)
+            else:
+                self.cluster_deljob(job)
+                self.unregister(job)
+                known += 1
+        return known
+
+    def delete_jobs(self, ids) -> int:
+        evicted = 0
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is not None and self.unregister(job):
+                evicted += 1
+        return evicted
+
+    # ------------------------------------------------------------------
+    # ENQUEUE / DEQUEUE / NACK / WORKING commands
+    # ------------------------------------------------------------------
+
+    def enqueue_jobs(self, ids, nack: bool) -> int:
+        n = 0
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is not None and job.state == J.ACTIVE and self.enqueue(job, nack):
+                n += 1
+        return n
+
+    def dequeue_jobs(self, ids) -> int:
+        n = 0
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is not None and job.state == J.QUEUED and self.dequeue(job):
+                n += 1
+        return n
+
+    def working(self, job_id: bytes) -> int:
+        job = self.jobs.get(job_id)
+        if job is None or job.state == J.ACKED:
+            raise CommandError(b"NOJOB", b"Job not known in the context of this node.")
+        created = job.created_ms()
+        ttl = job.etime - created
+        if ttl > 0 and self.now - created > ttl // 2:
+            raise CommandError(b"TOOLATE", b"Half of job TTL already elapsed, you are no longer allowed to postpone the next delivery.")
+        if job.state == J.QUEUED:
+            self.dequeue(job)
+        job.flags |= J.F_BCAST_WILLQUEUE
+        self.set_requeue_time(job, self.now + job.retry * 1000 + self._jitter())
+        self.cluster_working(job)
+        return job.retry
+
+    # ------------------------------------------------------------------
+    # GETJOB and blocked clients
+    # ------------------------------------------------------------------
+
+    def get_jobs(self, names, count: int) -> list:
+        """Pop up to ``count`` jobs scanning ``names`` left to right, again
+        and again while progress is made (queue.c getjobCommand)."""
+        out = []
+        queues = self.queues
+        while True:
+            before = len(out)
+            for name in names:
+                q = queues.get(name)
+                if q is None or not q.jobs or q.flags & PAUSED_OUT:
+                    self.need_jobs(name, False)
+                    continue
+                out.append(self.fetch(q))
+                if not q.jobs:
+                    self.need_jobs(name, True)
+                if len(out) == count:
+                    return out
+            if len(out) == before:
+                return out
+
+    def block(self, client, names, timeout_ms: int, serve, timeout_payload) -> None:
+        deadline = self.now + timeout_ms if timeout_ms else 0
+        b = Blocked(client, [], deadline, serve, timeout_payload)
+        for name in names:
+            q = self.queue_for(name)
+            if q in b.queues:
+                continue
+            b.queues.append(q)
+            if q.waiting is None:
+                q.waiting = []
+            q.waiting.append(b)
+            self._idle_queues.pop(name, None)
+        self._blocked[client] = b
+        if deadline:
+            self._block_seq += 1
+            heappush(self._deadlines, (deadline, self._block_seq, b))
+
+    def unblock(self, client) -> bool:
+        """Forget a parked client (disconnect, CLIENT KILL); True if it was."""
+        b = self._blocked.pop(client, None)
+        if b is None:
+            return False
+        self._detach(b)
+        return True
+
+    def _detach(self, b: Blocked) -> None:
+        b.done = True
+        for q in b.queues:
+            q.waiting.remove(b)
+            if not q.waiting:
+                q.waiting = None
+                if not q.jobs:
+                    self._idle_queues[q.name] = q
+
+    def is_blocked(self, client) -> bool:
+        return client in self._blocked
+
+    @property
+    def blocked_count(self) -> int:
+        return len(self._blocked)
+
+    def serve_ready(self) -> None:
+        """Hand queued jobs to clients blocked on them, first come first
+        served, one job per client (handleClientsBlockedOnQueues)."""
+        ready = self._ready
+        while ready:
+            q = ready.pop()
+            while q.waiting and q.jobs and not q.flags & PAUSED_OUT:
+                b = q.waiting[0]
+                job = self.fetch(q)
+                if not q.jobs:
+                    self.need_jobs(q.name, True)
+                del self._blocked[b.client]
+                self._detach(b)
+                self.outbox.append(Reply(b.client, b.serve([job])))
+
+    def _expire_blocked(self) -> None:
+        now = self.now
+        heap = self._deadlines
+        while heap and (heap[0][2].done or heap[0][0] <= now):
+            b = heappop(heap)[2]
+            if b.done:
+                continue
+            del self._blocked[b.client]
+            self._detach(b)
+            self.outbox.append(Reply(b.client, b.timeout_payload))
+
+    def unblock_all_with(self, payload) -> None:
+        """Release every blocked GETJOB with ``payload`` (node leaving)."""
+        for b in list(self._blocked.values()):
+            del self._blocked[b.client]
+            self._detach(b)
+            self.outbox.append(Reply(b.client, payload))
+
+    # ------------------------------------------------------------------
+    # Queues: pause, reclaim
+    # ------------------------------------------------------------------
+
+    def set_pause(self, name: bytes, flags: int, update: bool) -> int:
+        q = self.queues.get(name)
+        if q is None and update and flags:
+            q = self.queue_for(name)
+        if q is not None and update:
+            was_out = q.flags & PAUSED_OUT
+            q.flags = flags
+            if was_out and not flags & PAUSED_OUT and q.waiting and q.jobs:
+                self._ready.append(q)
+            if not flags:
+                self._idle_queues[q.name] = q
+        return q.flags if q is not None else 0
+
+    def _reclaim_idle_queues(self) -> None:
+        if not self._idle_queues:
+            return
+        now_s = self.now // 1000
+        for name, q in list(self._idle_queues.items()):
+            if q.jobs or q.waiting or q.flags or self.queues.get(name) is not q:
+                del self._idle_queues[name]
+            elif now_s - q.atime >= QUEUE_MAX_IDLE:
+                del self._idle_queues[name]
+                self.queues.pop(name)
+
+    def flush_all(self) -> None:
+        """DEBUG FLUSHALL: drop every job and queue (blocked clients keep
+        waiting on fresh, empty queues)."""
+        self.jobs.clear()
+        self.schedule.clear()
+        waiting = [b for b in self._blocked.values()]
+        self.queues.clear()
+        self._idle_queues.clear()
+        self._ready.clear()
+        for b in waiting:
+            for i, q in enumerate(b.queues):
+                fresh = self.queue_for(q.name)
+                if fresh.waiting is None:
+                    fresh.waiting = []
+                fresh.waiting.append(b)
+                b.queues[i] = fresh
+
+    # ------------------------------------------------------------------
+    # Cluster hooks.  A single node has nobody to talk to; the cluster bus
+    # layer overrides these to emit Send effects.
+    # ------------------------------------------------------------------
+
+    def cluster_queued(self, job, nack: bool) -> None:
+        pass
+
+    def cluster_willqueue(self, job) -> None:
+        pass
+
+    def cluster_setack(self, job) -> None:
+        pass
+
+    def cluster_deljob(self, job) -> None:
+        pass
+
+    def cluster_deljob_broadcast(self, job_id: bytes) -> None:
+        pass
+
+    def cluster_working(self, job) -> None:
+        pass
+
+    def cluster_pause(self, queue_name: bytes, flags: int) -> None:
+        """PAUSE ... bcast: propagate the queue state to reachable nodes."""
+
+    def set_leaving(self, leaving: bool) -> None:
+        self.cluster.leaving = leaving
+
+    def need_jobs(self, queue_name: bytes, reached_zero: bool) -> None:
+        """Federation hook: a consumer found ``queue_name`` empty."""

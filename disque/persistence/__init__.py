@@ -1,0 +1,1 @@
+"""Persistence providers (``IPersistence``): ``none`` and, later, ``aof``."""

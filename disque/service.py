@@ -1,0 +1,252 @@
+"""DisqueNodeService: a Disque node as a Twisted ``MultiService``.
+
+This is the only module that wires the pure core to the reactor: it owns the
+clock, listens for clients through the chosen client-transport provider,
+executes the core's effects, runs the periodic tick (``hz``) plus an exact
+wake-up for the earliest deadline, and implements :class:`INodeHost` for the
+command layer.  Embed a node in any Twisted application::
+
+    from disque.config import Config
+    from disque.service import DisqueNodeService
+    DisqueNodeService(Config.defaults()).setServiceParent(application)
+"""
+
+import os
+import platform
+import resource
+import sys
+import time
+
+from twisted.application.service import MultiService
+from twisted.internet import task
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from . import DISQUE_VERSION
+from .commands.context import Context
+from .core.cluster import new_node_id
+from .core.effects import Persist, Reply
+from .core.node import NodeState
+from .interfaces import INodeHost
+from .plugins import find_strategy
+from .interfaces import IClientTransportFactory, IPersistenceFactory
+from .resp.protocol import RespFactory
+
+log = Logger(namespace="disque")
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@implementer(INodeHost)
+class NodeRuntime:
+    """Glue between one NodeState and the reactor (also the INodeHost)."""
+
+    def __init__(self, config, reactor, persistence, on_shutdown, node_id=None):
+        self.config = config
+        self.reactor = reactor
+        self.persistence = persistence
+        self.on_shutdown = on_shutdown
+        now = int(reactor.seconds() * 1000)
+        self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
+        self.ctx = Context(self.node, config, self)
+        self.start_time = reactor.seconds()
+        self.run_id = os.urandom(20).hex()
+        self.peak_memory = 0
+        self.paused_until = 0
+        self._unpause_waiters = []
+        self._wake = None
+        self._wake_at = None
+        self.shutting_down = False
+
+    # -- time and effects --------------------------------------------------
+
+    def set_time(self):
+        self.node.now = int(self.reactor.seconds() * 1000)
+
+    def drain(self):
+        node = self.node
+        while node.outbox:
+            effects, node.outbox = node.outbox, []
+            for effect in effects:
+                if type(effect) is Reply:
+                    conn = effect.client.conn
+                    conn.deliver(effect.payload)
+                elif type(effect) is Persist:
+                    self.persistence.append(effect.record)
+
+    def after_batch(self):
+        if self.node.outbox:
+            self.drain()
+        self.persistence.flush()
+        self._reschedule()
+
+    def _reschedule(self):
+        at = self.node.next_deadline()
+        if at is None:
+            return
+        if self._wake is not None and self._wake.active():
+            if self._wake_at <= at:
+                return
+            self._wake.cancel()
+        delay = max(at - int(self.reactor.seconds() * 1000), 0) / 1000.0
+        self._wake_at = at
+        self._wake = self.reactor.callLater(delay, self.tick)
+
+    def tick(self):
+        self._wake = None
+        self.set_time()
+        self.node.tick()
+        self.ctx.stats.sample(self.node.now)
+        rss = _rss()
+        if rss > self.peak_memory:
+            self.peak_memory = rss
+        self.after_batch()
+
+    # -- CLIENT PAUSE ------------------------------------------------------
+
+    def clients_paused(self):
+        return self.node.now < self.paused_until
+
+    def wait_unpause(self, proto):
+        if proto not in self._unpause_waiters:
+            self._unpause_waiters.append(proto)
+
+    def pause_clients(self, ms):
+        self.paused_until = max(self.paused_until, self.node.now + ms)
+        self.reactor.callLater(ms / 1000.0, self._unpause)
+
+    def _unpause(self):
+        self.set_time()
+        if self.clients_paused():
+            return
+        self.paused_until = 0
+        waiters, self._unpause_waiters = self._unpause_waiters, []
+        for proto in waiters:
+            proto.resume()
+        self.after_batch()
+
+    # -- INodeHost -----------------------------------------------------------
+
+    def now_us(self):
+        return int(self.reactor.seconds() * 1_000_000)
+
+    def process_info(self):
+        uname = platform.uname()
+        return {
+            "build_id": self.run_id[:16],
+            "os": "%s %s %s" % (uname.system, uname.release, uname.machine),
+            "arch_bits": 64 if sys.maxsize > 2**32 else 32,
+            "multiplexing_api": type(self.reactor).__name__.replace("Reactor", "").lower() or "twisted",
+            "gcc_version": platform.python_version(),
+            "process_id": os.getpid(),
+            "run_id": self.run_id,
+            "uptime": int(self.reactor.seconds() - self.start_time),
+            "executable": os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else sys.executable,
+        }
+
+    def memory(self):
+        rss = _rss()
+        self.peak_memory = max(self.peak_memory, rss)
+        return rss, rss, self.peak_memory
+
+    def cpu_times(self):
+        t = os.times()
+        return t.system, t.user, t.children_system, t.children_user
+
+    def persistence_info(self):
+        return self.persistence.info()
+
+    def shutdown(self, mode):
+        if self.shutting_down:
+            return None
+        self.shutting_down = True
+        log.info("User requested shutdown ({mode})...", mode=mode or "default")
+        self.persistence.close()
+        self.reactor.callLater(0, self.on_shutdown)
+        return None
+
+    def bgrewriteaof(self):
+        return self.persistence.rewrite(self.node)
+
+    def sleep(self, seconds):
+        time.sleep(seconds)
+
+    def flushed(self):
+        pass
+
+    def struct_sizes(self):
+        from .core.job import Job
+
+        return b"bits:64 job:%d queue:%d" % (sys.getsizeof(Job.__new__(Job)), 0)
+
+
+class DisqueNodeService(MultiService):
+    """A Disque node.  ``config`` is a :class:`disque.config.Config`."""
+
+    name = "disque"
+
+    def __init__(self, config, reactor=None, on_shutdown=None, node_id=None):
+        super().__init__()
+        if reactor is None:
+            from twisted.internet import reactor
+        self.config = config
+        self.reactor = reactor
+        self._on_shutdown = on_shutdown or self._stop_reactor
+        persistence_spec = config["persistence"] or ("aof" if config["appendonly"] else "none")
+        name, _, args = persistence_spec.partition(":")
+        self.persistence = find_strategy(IPersistenceFactory, name).makePersistence(args, config)
+        transport_name, _, targs = "tcp".partition(":")
+        self.transport = find_strategy(IClientTransportFactory, transport_name).makeTransport(targs, config)
+        self.runtime = NodeRuntime(config, reactor, self.persistence, self._on_shutdown, node_id)
+        self.ports = []
+        self._cron = None
+
+    def _stop_reactor(self):
+        if self.reactor.running:
+            self.reactor.stop()
+
+    @property
+    def node(self):
+        return self.runtime.node
+
+    def startService(self):
+        super().startService()
+        rt = self.runtime
+        rt.set_time()
+        loaded = self.persistence.load(rt.node)
+        if loaded:
+            log.info("DB loaded from append only file: {n} jobs", n=loaded)
+        factory = RespFactory(rt)
+        for host in self.config["bind"] or ["0.0.0.0"]:
+            port = self.transport.listen(self.reactor, host, self.config["port"], factory, self.config["tcp-backlog"])
+            self.ports.append(port)
+        self._cron = task.LoopingCall(rt.tick)
+        self._cron.clock = self.reactor
+        self._cron.start(1.0 / max(self.config["hz"], 1), now=False)
+        log.info("Disque {version} node {id} ready to accept connections on port {port}",
+                 version=DISQUE_VERSION, id=rt.node.my_id.decode(), port=self.listening_port)
+
+    @property
+    def listening_port(self):
+        return self.ports[0].getHost().port if self.ports else None
+
+    def stopService(self):
+        if self._cron is not None and self._cron.running:
+            self._cron.stop()
+        for client in list(self.runtime.ctx.clients.values()):
+            client.conn.close()
+        deferreds = [p.stopListening() for p in self.ports]
+        self.ports = []
+        self.persistence.close()
+        super().stopService()
+        from twisted.internet.defer import DeferredList
+
+        return DeferredList([d for d in deferreds if d is not None])

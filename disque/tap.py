@@ -1,0 +1,86 @@
+"""``twistd disque``: command-line options and ``makeService``.
+
+Options override the config file; every directive of the file can also be
+given as ``--set name=value`` (repeatable).  Bad files, unknown directives and
+bad values stop start-up with a one-line explanation (a ``UsageError``), never
+a traceback.
+"""
+
+from twisted.python import usage
+
+from .config import Config, ConfigError
+
+# Options with their own flag, mapped to config directives.
+_DIRECT = [
+    ("port", "p", "TCP port for clients (cluster bus: port + 10000)."),
+    ("bind", "b", "Address(es) to listen on, space separated."),
+    ("dir", "d", "Working directory for the AOF and the node file."),
+    ("loglevel", None, "debug | verbose | notice | warning."),
+    ("logfile", None, "Also log to this file."),
+    ("appendonly", None, "yes | no: enable the append only file."),
+    ("appendfsync", None, "always | everysec | no."),
+    ("maxmemory", None, "Memory limit, e.g. 1gb."),
+    ("requirepass", None, "Password clients must AUTH with."),
+    ("cluster-node-timeout", None, "Milliseconds before an unreachable node is failed."),
+    ("persistence", None, "Persistence strategy: none | aof[:args] | a plugin name."),
+    ("federation-policy", None, "Federation policy plugin name."),
+]
+
+
+class Options(usage.Options):
+    synopsis = "[options]"
+    longdesc = ("Start a Disque node. Without --config the node uses the defaults "
+                "(127.0.0.1:7711, in memory). Command-line options override the file.")
+    optParameters = [["config", "c", None, "Redis-style config file (see examples/disque.conf)."]] + [
+        [name, short, None, doc] for name, short, doc in _DIRECT
+    ]
+
+    def __init__(self):
+        super().__init__()
+        self.overrides = {}
+
+    def opt_set(self, assignment):
+        """Override any config directive: --set name=value (repeatable)."""
+        name, sep, value = assignment.partition("=")
+        if not sep or not name:
+            raise usage.UsageError("--set expects name=value, got %r" % assignment)
+        self.overrides[name.strip()] = value
+
+    def postOptions(self):
+        for name, _, _ in _DIRECT:
+            if self[name] is not None:
+                self.overrides[name] = self[name]
+        try:
+            config = Config.from_file(self["config"]) if self["config"] else Config.defaults()
+            config.apply_overrides(self.overrides)
+        except ConfigError as e:
+            raise usage.UsageError(str(e))
+        except OSError as e:
+            raise usage.UsageError("cannot read config file %r: %s" % (self["config"], e.strerror))
+        self.config = config
+
+
+def makeService(options):
+    from .service import DisqueNodeService
+    from .plugins import StrategyNotFound
+
+    _setup_logfile(options.config)
+    try:
+        return DisqueNodeService(options.config)
+    except StrategyNotFound as e:
+        raise usage.UsageError(str(e))
+
+
+_LEVELS = {"debug": "debug", "verbose": "info", "notice": "info", "warning": "warn"}
+
+
+def _setup_logfile(config):
+    path = config["logfile"]
+    if not path:
+        return
+    from twisted.logger import (FilteringLogObserver, LogLevel, LogLevelFilterPredicate,
+                                globalLogPublisher, textFileLogObserver)
+
+    predicate = LogLevelFilterPredicate(defaultLogLevel=LogLevel.levelWithName(_LEVELS[config["loglevel"]]))
+    stream = open(path, "a", buffering=1)
+    globalLogPublisher.addObserver(FilteringLogObserver(textFileLogObserver(stream), [predicate]))

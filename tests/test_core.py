@@ -1,0 +1,327 @@
+"""The pure state machine, driven with an integer clock (no reactor)."""
+
+import random
+
+import pytest
+
+from disque.core import job as J
+from disque.core.effects import Reply
+from disque.core.jobid import is_at_most_once, is_valid, ttl_minutes, ttl_suffix
+from disque.core.node import CommandError, NodeState
+from disque.core.queue import PAUSED_IN, PAUSED_OUT
+
+NODE_ID = b"33f36033a560e0980d7d71c8fc8c0db81156cc5e"
+T0 = 1_795_347_500_000
+
+
+def make_node(now=T0):
+    return NodeState(NODE_ID, now, rng=random.Random(7))
+
+
+def add(node, queue=b"q", body=b"b", repl=1, delay=0, retry=-1, ttl=86400, maxlen=0):
+    return node.add_job(queue, body, repl, delay, retry, ttl, maxlen, False)
+
+
+def advance(node, ms):
+    node.set_time(node.now + ms)
+    node.tick()
+
+
+# -- job IDs ------------------------------------------------------------------
+
+@pytest.mark.parametrize("ttl,retry,suffix", [
+    (60, 0, b"-0000"), (60, 5, b"-0001"), (61, 0, b"-0000"), (120, 0, b"-0002"),
+    (120, 5, b"-0003"), (1, 0, b"-0000"), (1, 1, b"-0001"), (3600, 300, b"-003d"),
+    (3600, 0, b"-003c"), (86400, 300, b"-05a1"), (86400, 0, b"-05a0"),
+    (3932100, 0, b"-fffe"), (3932100, 5, b"-ffff"), (10000000, 300, b"-ffff"),
+    (100000000, 0, b"-fffe"),
+])
+def test_ttl_suffix_matches_original_table(ttl, retry, suffix):
+    assert ttl_suffix(ttl, retry) == suffix
+
+
+def test_new_ids_are_well_formed_unique_and_carry_node_prefix():
+    node = make_node()
+    ids = {add(node, ttl=3600, retry=10).id for _ in range(1000)}
+    assert len(ids) == 1000
+    for job_id in ids:
+        assert is_valid(job_id) and len(job_id) == 40
+        assert job_id.startswith(b"D-33f36033-")
+        assert ttl_minutes(job_id) == 61 and not is_at_most_once(job_id)
+
+
+def test_invalid_ids():
+    for bad in (b"", b"foo", b"D-1234", b"D-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", b"X" * 40):
+        assert not is_valid(bad)
+
+
+# -- ADDJOB ----------------------------------------------------------------------
+
+def test_addjob_queues_and_defaults():
+    node = make_node()
+    job = add(node)
+    assert job.state == J.QUEUED and job.retry == 300 and job.repl == 1
+    assert job.delivered == (NODE_ID,)
+    assert len(node.get_queue(b"q")) == 1
+    # requeue time = now + retry + jitter in [0, 500)
+    assert 300_000 <= job.qtime - T0 < 300_500
+    # awake 500 ms before the requeue (WILLQUEUE)
+    assert job.awake == job.qtime - 500
+
+
+@pytest.mark.parametrize("ttl,expected", [(5, 1), (100, 10), (86400, 300), (3000, 300), (9, 1)])
+def test_default_retry(ttl, expected):
+    assert add(make_node(), ttl=ttl).retry == expected
+
+
+def test_ctime_is_strictly_increasing_within_a_millisecond():
+    node = make_node()
+    a, b, c = add(node), add(node), add(node)
+    assert a.ctime == T0 * 1_000_000 and b.ctime == a.ctime + 1 and c.ctime == b.ctime + 1
+
+
+def test_addjob_errors():
+    node = make_node()
+    with pytest.raises(CommandError) as e:
+        add(node, repl=2, retry=0)
+    assert e.value.message.startswith(b"With RETRY set to 0")
+    with pytest.raises(CommandError) as e:
+        add(node, delay=10, ttl=10)
+    assert e.value.message.startswith(b"The specified DELAY is greater than TTL")
+    with pytest.raises(CommandError) as e:
+        add(node, repl=2)
+    assert e.value.code == b"NOREPL"
+
+
+def test_maxlen_and_pause_in():
+    node = make_node()
+    add(node, queue=b"m")
+    add(node, queue=b"m")
+    add(node, queue=b"m", maxlen=3)
+    with pytest.raises(CommandError) as e:
+        add(node, queue=b"m", maxlen=3)
+    assert e.value.code == b"MAXLEN"
+    add(node, queue=b"new", maxlen=1)
+    node.set_pause(b"p", PAUSED_IN, True)
+    with pytest.raises(CommandError) as e:
+        add(node, queue=b"p")
+    assert e.value.code == b"PAUSED"
+
+
+def test_leaving_single_node_refuses_jobs():
+    node = make_node()
+    node.set_leaving(True)
+    with pytest.raises(CommandError) as e:
+        add(node)
+    assert e.value.code == b"NOREPL" and b"I'm leaving the cluster" in e.value.message
+
+
+# -- GETJOB ----------------------------------------------------------------------
+
+def test_getjob_order_and_round_robin():
+    node = make_node()
+    a1, a2 = add(node, b"ga"), add(node, b"ga")
+    c1 = add(node, b"gc")
+    got = node.get_jobs([b"gz", b"ga", b"gc", b"gb"], 10)
+    assert got == [a1, c1, a2]
+    for j in got:
+        assert j.state == J.ACTIVE and j.flags & J.F_DELIVERED
+    q = node.get_queue(b"ga")
+    assert q.jobs_in == 2 and q.jobs_out == 2
+
+
+def test_paused_out_queue_is_not_served():
+    node = make_node()
+    add(node, b"p")
+    node.set_pause(b"p", PAUSED_OUT, True)
+    assert node.get_jobs([b"p"], 1) == []
+    node.set_pause(b"p", 0, True)
+    assert len(node.get_jobs([b"p"], 1)) == 1
+
+
+def test_blocked_clients_served_fifo_one_job_each():
+    node = make_node()
+    node.block("c1", [b"q"], 0, lambda jobs: ("c1", jobs), None)
+    node.block("c2", [b"q", b"other"], 0, lambda jobs: ("c2", jobs), None)
+    j1, j2, j3 = add(node), add(node), add(node)
+    node.serve_ready()
+    replies = [e for e in node.outbox if isinstance(e, Reply)]
+    assert [r.payload for r in replies] == [("c1", [j1]), ("c2", [j2])]
+    assert node.blocked_count == 0
+    assert len(node.get_queue(b"q")) == 1 and j3.state == J.QUEUED
+    assert node.get_queue(b"other").waiting is None
+
+
+def test_blocked_client_times_out():
+    node = make_node()
+    node.block("c", [b"q"], 100, lambda jobs: jobs, "TIMEOUT")
+    assert node.next_deadline() == T0 + 100
+    advance(node, 99)
+    assert node.outbox == []
+    advance(node, 1)
+    assert node.outbox == [Reply("c", "TIMEOUT")]
+    assert node.blocked_count == 0
+
+
+def test_unblock_on_disconnect():
+    node = make_node()
+    node.block("c", [b"q"], 0, lambda jobs: jobs, None)
+    assert node.unblock("c")
+    add(node)
+    node.serve_ready()
+    assert node.outbox == [] and len(node.get_queue(b"q")) == 1
+
+
+def test_leaving_releases_blocked_clients():
+    node = make_node()
+    node.block("c", [b"q"], 0, lambda jobs: jobs, None)
+    node.set_leaving(True)
+    node.unblock_all_with("LEAVING")
+    assert node.outbox == [Reply("c", "LEAVING")]
+
+
+# -- requeue, delay, TTL -----------------------------------------------------------
+
+def test_requeue_after_retry_counts_additional_delivery():
+    node = make_node()
+    job = add(node, retry=10, ttl=3600)
+    assert node.get_jobs([b"q"], 1) == [job]
+    advance(node, 9_000)
+    assert job.state == J.ACTIVE
+    advance(node, 1_600)  # past retry + max jitter
+    assert job.state == J.QUEUED and job.deliv == 1
+    assert node.get_jobs([b"q"], 1) == [job]
+
+
+def test_retry_zero_job_is_never_requeued():
+    node = make_node()
+    job = add(node, retry=0, ttl=100)
+    assert job.qtime == 0
+    node.get_jobs([b"q"], 1)
+    for _ in range(60):
+        advance(node, 1000)
+    assert job.state == J.ACTIVE
+    assert node.enqueue_jobs([job.id], nack=True) == 0  # delivered at-most-once job
+
+
+def test_delayed_job_is_queued_after_delay():
+    node = make_node()
+    job = add(node, delay=5, ttl=100)
+    assert job.state == J.ACTIVE and job.qtime == T0 + 5000
+    advance(node, 4990)
+    assert job.state == J.ACTIVE
+    advance(node, 20)
+    assert job.state == J.QUEUED and job.deliv == 0
+
+
+def test_ttl_wins_whatever_the_state():
+    node = make_node()
+    queued = add(node, ttl=2)
+    active = add(node, ttl=2, retry=1)
+    node.get_jobs([b"q"], 1)
+    delayed = add(node, ttl=3, delay=2)
+    advance(node, 2000)
+    assert queued.id not in node.jobs and active.id not in node.jobs
+    assert node.lookup(delayed.id) is delayed
+    advance(node, 1000)
+    assert len(node.jobs) == 0 and len(node.schedule) == 0
+
+
+def test_paused_in_queue_postpones_requeue():
+    node = make_node()
+    job = add(node, retry=1, ttl=100)
+    node.get_jobs([b"q"], 1)
+    node.set_pause(b"q", PAUSED_IN, True)
+    advance(node, 1600)
+    assert job.state == J.ACTIVE and job.qtime > node.now
+    node.set_pause(b"q", 0, True)
+    advance(node, 1600)
+    assert job.state == J.QUEUED
+
+
+# -- ACK / FASTACK / DELJOB / NACK / WORKING ----------------------------------------
+
+def test_ack_deletes_on_single_node_and_counts_known():
+    node = make_node()
+    a, b = add(node), add(node)
+    unknown = b"D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-0001"
+    assert node.ack_jobs([a.id, unknown, b.id]) == 2
+    assert len(node.jobs) == 0 and len(node.get_queue(b"q")) == 0
+    assert node.ack_jobs([a.id]) == 0
+    # a single node never keeps dummy ACKs
+    assert node.lookup(unknown) is None
+
+
+def test_fastack_and_deljob():
+    node = make_node()
+    a, b = add(node), add(node)
+    assert node.fast_ack([a.id, a.id]) == 1
+    assert node.delete_jobs([b.id, b"D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-0001"]) == 1
+    assert len(node.jobs) == 0
+
+
+def test_nack_and_enqueue_counters():
+    node = make_node()
+    job = add(node)
+    assert node.enqueue_jobs([job.id], nack=True) == 0  # already queued
+    node.get_jobs([b"q"], 1)
+    assert node.enqueue_jobs([job.id], nack=True) == 1
+    assert job.nacks == 1 and job.deliv == 0
+    node.get_jobs([b"q"], 1)
+    assert node.enqueue_jobs([job.id], nack=False) == 1
+    assert job.nacks == 1 and job.deliv == 1
+
+
+def test_dequeue_enqueue_keeps_creation_order():
+    node = make_node()
+    a, b, c = add(node), add(node), add(node)
+    assert node.dequeue_jobs([a.id]) == 1
+    assert list(node.get_queue(b"q").jobs) == [b, c]
+    assert node.enqueue_jobs([a.id], False) == 1
+    assert list(node.get_queue(b"q").jobs) == [a, b, c]
+
+
+def test_working_postpones_and_dequeues():
+    node = make_node()
+    job = add(node, retry=45)
+    assert node.working(job.id) == 45
+    assert job.state == J.ACTIVE and len(node.get_queue(b"q")) == 0
+    assert 45_000 <= job.qtime - node.now < 45_500
+    with pytest.raises(CommandError) as e:
+        node.working(b"D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-0001")
+    assert e.value.code == b"NOJOB"
+
+
+def test_working_refused_after_half_ttl():
+    node = make_node()
+    job = add(node, ttl=2, retry=1)
+    advance(node, 1001)
+    with pytest.raises(CommandError) as e:
+        node.working(job.id)
+    assert e.value.code == b"TOOLATE"
+
+
+# -- queues -------------------------------------------------------------------------
+
+def test_idle_empty_queues_are_reclaimed_but_not_paused_ones():
+    node = make_node()
+    job = add(node, b"gone")
+    node.get_jobs([b"gone"], 1)
+    node.ack_jobs([job.id])
+    node.set_pause(b"kept", PAUSED_IN, True)
+    advance(node, 299_000)
+    assert node.get_queue(b"gone") is not None
+    advance(node, 2_000)
+    assert node.get_queue(b"gone") is None
+    assert node.get_queue(b"kept") is not None
+
+
+def test_flush_all_keeps_blocked_clients_waiting():
+    node = make_node()
+    add(node)
+    node.block("c", [b"w"], 0, lambda jobs: jobs, None)
+    node.flush_all()
+    assert len(node.jobs) == 0 and len(node.schedule) == 0
+    job = add(node, b"w")
+    node.serve_ready()
+    assert node.outbox == [Reply("c", [job])]
