@@ -310,7 +310,7 @@ class NodeState:
 
     def next_deadline(self):
         """Earliest time (ms) at which :meth:`tick` has work, or None."""
-        t = self.schedule.next_time()
+        t = self.schedule.next_time(self.now)
         heap = self._deadlines
         while heap and heap[0][2].done:
             heappop(heap)

@@ -59,30 +59,52 @@ class Schedule:
             del self._buckets[key]  # its heap key is dropped lazily
 
     def pop_due(self, now: int) -> list:
-        """Remove and return the jobs of every bucket due at ``now``.
+        """Remove and return every job due at ``now`` (``awake <= now``).
 
         Returned jobs are unscheduled (``awake == 0``): the caller processes
         each and schedules it again if it still needs attention.
         """
         keys = self._keys
-        limit = now // RESOLUTION
+        buckets = self._buckets
+        limit = -(-now // RESOLUTION)
         due = []
         while keys and keys[0] <= limit:
-            bucket = self._buckets.pop(heappop(keys), None)
-            if bucket:
-                due.extend(bucket)
+            key = heappop(keys)
+            bucket = buckets.pop(key, None)
+            if not bucket:
+                continue
+            if key == limit:  # the current window: only part of it is due
+                later = [j for j in bucket if j.awake > now]
+                if later:
+                    bucket = [j for j in bucket if j.awake <= now]
+                    buckets[key] = later
+                    heappush(keys, key)
+                    due.extend(bucket)
+                    break
+            due.extend(bucket)
         for job in due:
             job.awake = 0
         self._len -= len(due)
         return due
 
-    def next_time(self):
-        """Earliest due time in ms (bucket granularity), or None."""
+    def next_time(self, now: int = 0):
+        """Earliest due time in ms, or None.
+
+        Exact when the first bucket is within one window of ``now``; for a
+        later bucket, the start of its window (a lower bound: waking then
+        finds nothing due and asks again, now exactly).  Keeps this call
+        O(1) on the hot path instead of scanning a large bucket.
+        """
         keys = self._keys
         buckets = self._buckets
         while keys and keys[0] not in buckets:
             heappop(keys)
-        return keys[0] * RESOLUTION if keys else None
+        if not keys:
+            return None
+        lower = (keys[0] - 1) * RESOLUTION + 1
+        if lower > now + RESOLUTION:
+            return lower
+        return min(j.awake for j in buckets[keys[0]])
 
     def clear(self):
         self._buckets.clear()

@@ -1,0 +1,125 @@
+"""Property tests: random command sequences against one node's state machine.
+
+Invariants checked after every step:
+* registered jobs and queues agree (QUEUED <=> in its queue, queues hold
+  only registered QUEUED jobs, in creation order);
+* every registered job is scheduled exactly once, never later than its TTL;
+* TTL always wins: after a tick nothing registered is past its expire time;
+* at-most-once (RETRY 0) jobs are delivered at most once;
+* an acknowledged job is never delivered again.
+"""
+
+import random
+
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from disque.core import job as J
+from disque.core.node import CommandError, NodeState
+
+QUEUES = [b"a", b"b", b"c"]
+
+
+class NodeMachine(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.node = NodeState(b"f" * 40, 1_000_000, rng=random.Random(1))
+        self.ids = []
+        self.deliveries = {}
+        self.at_most_once = set()
+        self.acked = set()
+
+    def _deliver(self, jobs):
+        for job in jobs:
+            self.deliveries[job.id] = self.deliveries.get(job.id, 0) + 1
+            assert job.id not in self.acked, "acked job delivered again"
+
+    @rule(queue=st.sampled_from(QUEUES), delay=st.sampled_from([0, 0, 1, 3]),
+          retry=st.sampled_from([-1, 0, 1, 2, 5]), ttl=st.sampled_from([2, 5, 30, 3600]))
+    def addjob(self, queue, delay, retry, ttl):
+        try:
+            job = self.node.add_job(queue, b"x", 1, delay, retry, ttl, 0, False)
+        except CommandError:
+            assert delay >= ttl
+            return
+        self.ids.append(job.id)
+        if retry == 0:
+            self.at_most_once.add(job.id)
+
+    @rule(names=st.lists(st.sampled_from(QUEUES), min_size=1, max_size=3), count=st.integers(1, 4))
+    def getjob(self, names, count):
+        self._deliver(self.node.get_jobs(names, count))
+
+    @rule(name=st.sampled_from(QUEUES))
+    def block(self, name):
+        client = object()
+        self.node.block(client, [name], 500, lambda jobs: jobs, None)
+
+    @precondition(lambda self: self.ids)
+    @rule(data=st.data(), op=st.sampled_from(["ack", "fastack", "deljob", "nack", "enqueue", "dequeue", "working"]))
+    def job_op(self, data, op):
+        job_id = data.draw(st.sampled_from(self.ids))
+        node = self.node
+        if op == "ack":
+            node.ack_jobs([job_id])
+            self.acked.add(job_id)
+        elif op == "fastack":
+            node.fast_ack([job_id])
+            self.acked.add(job_id)
+        elif op == "deljob":
+            node.delete_jobs([job_id])
+        elif op in ("nack", "enqueue"):
+            node.enqueue_jobs([job_id], nack=op == "nack")
+        elif op == "dequeue":
+            node.dequeue_jobs([job_id])
+        else:
+            try:
+                node.working(job_id)
+            except CommandError:
+                pass
+
+    @rule(ms=st.sampled_from([1, 10, 100, 499, 1000, 2500, 10000]))
+    def advance(self, ms):
+        node = self.node
+        node.set_time(node.now + ms)
+        node.tick()
+        for effect in node.outbox:
+            if effect.payload is not None:
+                self._deliver(effect.payload)
+        node.outbox.clear()
+        for job in node.jobs.values():
+            assert job.etime > node.now, "job outlived its TTL"
+
+    @invariant()
+    def queues_and_jobs_agree(self):
+        node = self.node
+        queued = 0
+        for job in node.jobs.values():
+            q = node.get_queue(job.queue)
+            in_queue = q is not None and job in q.jobs
+            assert (job.state == J.QUEUED) == in_queue
+            queued += job.state == J.QUEUED
+        total = 0
+        for q in node.queues.values():
+            ctimes = [j.ctime for j in q.jobs]
+            assert ctimes == sorted(ctimes)
+            for job in q.jobs:
+                assert node.lookup(job.id) is job and job.queue == q.name
+            total += len(q.jobs)
+        assert total == queued
+
+    @invariant()
+    def every_job_scheduled_once_before_ttl(self):
+        node = self.node
+        assert len(node.schedule) == len(node.jobs)
+        for job in node.jobs.values():
+            assert 0 < job.awake <= job.etime
+
+    @invariant()
+    def at_most_once_delivered_at_most_once(self):
+        for job_id in self.at_most_once:
+            assert self.deliveries.get(job_id, 0) <= 1
+
+
+NodeMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=60, deadline=None)
+TestNodeMachine = NodeMachine.TestCase
