@@ -28,7 +28,9 @@ class LazyStrategy:
         self.argStringFormat = argStringFormat
         self._target = target
         self._real = None
-        alsoProvides(self, interface)
+        from twisted.plugin import IPlugin
+
+        alsoProvides(self, IPlugin, interface)
 
     def _load(self):
         if self._real is None:
@@ -56,3 +58,17 @@ def find_strategy(interface, name: str):
             return factory
     known = ", ".join(sorted(f.name for f in found)) or "none installed"
     raise StrategyNotFound("unknown %s %r (available: %s)" % (interface.__name__, name, known))
+
+
+def persistence_spec(config):
+    """(name, argstring) of the persistence strategy the config asks for."""
+    spec = config["persistence"] or ("aof" if config["appendonly"] else "none")
+    name, _, args = spec.partition(":")
+    return name, args
+
+
+def check_strategies(config):
+    """Fail early (at option parsing) when a configured strategy is missing."""
+    from .interfaces import IPersistenceFactory
+
+    find_strategy(IPersistenceFactory, persistence_spec(config)[0])

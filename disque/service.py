@@ -28,7 +28,7 @@ from .core.cluster import new_node_id
 from .core.effects import Persist, Reply
 from .core.node import NodeState
 from .interfaces import INodeHost
-from .plugins import find_strategy
+from .plugins import find_strategy, persistence_spec
 from .interfaces import IClientTransportFactory, IPersistenceFactory
 from .resp.protocol import RespFactory
 
@@ -200,8 +200,7 @@ class DisqueNodeService(MultiService):
         self.config = config
         self.reactor = reactor
         self._on_shutdown = on_shutdown or self._stop_reactor
-        persistence_spec = config["persistence"] or ("aof" if config["appendonly"] else "none")
-        name, _, args = persistence_spec.partition(":")
+        name, args = persistence_spec(config)
         self.persistence = find_strategy(IPersistenceFactory, name).makePersistence(args, config)
         transport_name, _, targs = "tcp".partition(":")
         self.transport = find_strategy(IClientTransportFactory, transport_name).makeTransport(targs, config)

@@ -57,18 +57,20 @@ class Options(usage.Options):
             raise usage.UsageError(str(e))
         except OSError as e:
             raise usage.UsageError("cannot read config file %r: %s" % (self["config"], e.strerror))
+        from .plugins import StrategyNotFound, check_strategies
+
+        try:
+            check_strategies(config)
+        except StrategyNotFound as e:
+            raise usage.UsageError(str(e))
         self.config = config
 
 
 def makeService(options):
     from .service import DisqueNodeService
-    from .plugins import StrategyNotFound
 
     _setup_logfile(options.config)
-    try:
-        return DisqueNodeService(options.config)
-    except StrategyNotFound as e:
-        raise usage.UsageError(str(e))
+    return DisqueNodeService(options.config)
 
 
 _LEVELS = {"debug": "debug", "verbose": "info", "notice": "info", "warning": "warn"}

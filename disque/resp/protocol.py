@@ -157,6 +157,8 @@ class RespProtocol(Protocol):
 
 
 class RespFactory(Factory):
+    noisy = False
+
     def __init__(self, runtime):
         self.runtime = runtime
 

@@ -1,0 +1,1 @@
+"""RESP2 wire protocol: request parsing, reply encoding, the client protocol."""

@@ -1,0 +1,185 @@
+"""Helpers for end-to-end tests: start real ``twistd -n disque`` processes on
+127.0.0.1, talk raw RESP to them, run the real ``redis-cli``.
+
+Every node process is started with PR_SET_PDEATHSIG so that it dies with the
+test process even if pytest is killed; fixtures also terminate it.
+"""
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import hiredis
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port() -> int:
+    """A free port whose +10000 (cluster bus) is free too."""
+    for _ in range(200):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port + 10000 > 65535:
+            continue
+        b = socket.socket()
+        try:
+            b.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            continue
+        finally:
+            b.close()
+        return port
+    raise RuntimeError("no free port pair")
+
+
+def _die_with_parent():
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def twistd_path() -> str:
+    candidate = os.path.join(os.path.dirname(sys.executable), "twistd")
+    return candidate if os.path.exists(candidate) else shutil.which("twistd")
+
+
+class NodeProcess:
+    """A real ``twistd -n disque`` process."""
+
+    def __init__(self, workdir, port=None, args=(), config=None):
+        self.port = port or free_port()
+        self.workdir = str(workdir)
+        os.makedirs(self.workdir, exist_ok=True)
+        self.args = list(args)
+        self.config = config
+        self.proc = None
+        self.logpath = os.path.join(self.workdir, "twistd-%d.log" % self.port)
+
+    def command(self):
+        cmd = [twistd_path(), "-n", "--pidfile=", "-l", self.logpath, "disque",
+               "--port", str(self.port), "--dir", self.workdir]
+        if self.config:
+            cmd += ["--config", self.config]
+        return cmd + self.args
+
+    def start(self, wait=True):
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.proc = subprocess.Popen(self.command(), cwd=self.workdir, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     preexec_fn=_die_with_parent)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout=15.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                out = self.proc.stdout.read().decode(errors="replace")
+                raise RuntimeError("node exited with %s:\n%s\n%s" % (self.proc.returncode, out, self.log()))
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16) == b"+PONG\r\n":
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("node on port %d not ready:\n%s" % (self.port, self.log()))
+
+    def log(self):
+        try:
+            with open(self.logpath, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def kill(self):
+        self.stop(signal.SIGKILL)
+
+    def client(self):
+        return Client(self.port)
+
+
+class Client:
+    """A minimal blocking RESP client that keeps raw bytes."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=10.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.reader = hiredis.Reader()
+
+    def close(self):
+        self.sock.close()
+
+    @staticmethod
+    def encode(*args) -> bytes:
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            if isinstance(a, str):
+                a = a.encode()
+            elif isinstance(a, int):
+                a = b"%d" % a
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        return b"".join(out)
+
+    def send(self, data: bytes):
+        self.sock.sendall(data)
+
+    def recv_raw(self, timeout=None) -> bytes:
+        """Exactly one reply's bytes."""
+        buf = b""
+        self.sock.settimeout(timeout or self.sock.gettimeout())
+        reader = hiredis.Reader()
+        while True:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed by server after %r" % buf)
+            buf += chunk
+            reader.feed(chunk)
+            if reader.gets() is not False:
+                return buf
+
+    def raw(self, *args) -> bytes:
+        self.send(self.encode(*args))
+        return self.recv_raw()
+
+    def call(self, *args):
+        self.send(self.encode(*args))
+        return self.read()
+
+    def read(self, timeout=None):
+        self.sock.settimeout(timeout or 10.0)
+        while True:
+            reply = self.reader.gets()
+            if reply is not False:
+                return reply
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed")
+            self.reader.feed(chunk)
+
+
+def redis_cli(port, *args, stdin=None):
+    """Run the real redis-cli; return (returncode, stdout)."""
+    exe = shutil.which("redis-cli")
+    assert exe, "redis-cli not installed (apt-get install redis-tools; .ci/run does it)"
+    p = subprocess.run([exe, "-p", str(port), *args], input=stdin, capture_output=True, timeout=30)
+    return p.returncode, p.stdout

@@ -1,0 +1,806 @@
+"""Tests for ``disque.resp.codec``: the client request parser.
+
+* every case of the golden transcripts (/work/shared/reference/errors.md,
+  captured from the original Disque server) is a test, fed whole and byte by
+  byte;
+* Redis quirks (string2ll, CR-only terminators, unchecked payload trailers,
+  strchr stopping at NUL, sdssplitargs) and the size limits;
+* the deferred-error contract, performance (pipelining, a 20 MB body fed in
+  64 KB chunks, long lines fed byte by byte);
+* hypothesis: split invariance, fuzzing, and equivalence with ``RedisModel``,
+  a literal transliteration of Disque's networking.c fed one byte per read().
+"""
+
+import ast
+import pathlib
+import string
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from disque.resp import codec
+from disque.resp.codec import ProtocolError, RequestParser
+
+
+def drain(parser):
+    """Call parse() until it returns [] or raises: (commands, error body)."""
+    out = []
+    try:
+        while True:
+            commands = parser.parse()
+            if not commands:
+                return out, None
+            out.extend(commands)
+    except ProtocolError as e:
+        return out, e.args[0]
+
+
+def run(data, chunk=None, cuts=None, **limits):
+    """Feed ``data`` whole, in ``chunk``-sized pieces or cut at ``cuts``,
+    draining after every feed: (commands, error body)."""
+    if cuts is None:
+        step = chunk or max(1, len(data))
+        cuts = range(step, len(data), step)
+    bounds = [0, *sorted(cuts), len(data)]
+    parser = RequestParser(**limits)
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        parser.feed(data[a:b])
+        commands, error = drain(parser)
+        out.extend(commands)
+        if error is not None:
+            return out, error
+    return out, None
+
+
+def check(data, commands, error=None, **limits):
+    """Same result fed whole and byte by byte (or 997-byte pieces if big)."""
+    assert run(data, **limits) == (commands, error)
+    chunk = 1 if len(data) < 5000 else 997
+    assert run(data, chunk=chunk, **limits) == (commands, error)
+
+
+# -- golden transcripts (errors.md) ------------------------------------------
+
+# Sections "Unknown commands" and "Wrong arity": (command typed, bytes sent).
+TRANSCRIPT_REQUESTS = [
+    ("FOO", b"*1\r\n$3\r\nFOO\r\n"),
+    ("FOO bar baz", b"*3\r\n$3\r\nFOO\r\n$3\r\nbar\r\n$3\r\nbaz\r\n"),
+    ("GET x", b"*2\r\n$3\r\nGET\r\n$1\r\nx\r\n"),
+    ("SET x y", b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$1\r\ny\r\n"),
+    ("SELECT 0", b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n"),
+    ("MULTI", b"*1\r\n$5\r\nMULTI\r\n"),
+    ("''", b"*1\r\n$0\r\n\r\n"),
+    ("x" * 200, b"*1\r\n$200\r\n" + b"x" * 200 + b"\r\n"),
+    ("AUTH", b"*1\r\n$4\r\nAUTH\r\n"),
+    ("DEBUG", b"*1\r\n$5\r\nDEBUG\r\n"),
+    ("CONFIG", b"*1\r\n$6\r\nCONFIG\r\n"),
+    ("CLUSTER", b"*1\r\n$7\r\nCLUSTER\r\n"),
+    ("CLIENT", b"*1\r\n$6\r\nCLIENT\r\n"),
+    ("SLOWLOG", b"*1\r\n$7\r\nSLOWLOG\r\n"),
+    ("LATENCY", b"*1\r\n$7\r\nLATENCY\r\n"),
+    ("ADDJOB", b"*1\r\n$6\r\nADDJOB\r\n"),
+    ("GETJOB", b"*1\r\n$6\r\nGETJOB\r\n"),
+    ("ACKJOB", b"*1\r\n$6\r\nACKJOB\r\n"),
+    ("FASTACK", b"*1\r\n$7\r\nFASTACK\r\n"),
+    ("DELJOB", b"*1\r\n$6\r\nDELJOB\r\n"),
+    ("SHOW", b"*1\r\n$4\r\nSHOW\r\n"),
+    ("LOADJOB", b"*1\r\n$7\r\nLOADJOB\r\n"),
+    ("QLEN", b"*1\r\n$4\r\nQLEN\r\n"),
+    ("QPEEK", b"*1\r\n$5\r\nQPEEK\r\n"),
+    ("QSTAT", b"*1\r\n$5\r\nQSTAT\r\n"),
+    ("ENQUEUE", b"*1\r\n$7\r\nENQUEUE\r\n"),
+    ("NACK", b"*1\r\n$4\r\nNACK\r\n"),
+    ("DEQUEUE", b"*1\r\n$7\r\nDEQUEUE\r\n"),
+    ("WORKING", b"*1\r\n$7\r\nWORKING\r\n"),
+    ("PAUSE", b"*1\r\n$5\r\nPAUSE\r\n"),
+    ("PING a b", b"*3\r\n$4\r\nPING\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    ("TIME x", b"*2\r\n$4\r\nTIME\r\n$1\r\nx\r\n"),
+    ("HELLO x", b"*2\r\n$5\r\nHELLO\r\n$1\r\nx\r\n"),
+    ("QLEN a b", b"*3\r\n$4\r\nQLEN\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    ("QSTAT a b", b"*3\r\n$5\r\nQSTAT\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    ("QPEEK a 1 2", b"*4\r\n$5\r\nQPEEK\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\n2\r\n"),
+    ("SHOW a b", b"*3\r\n$4\r\nSHOW\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    ("WORKING a b", b"*3\r\n$7\r\nWORKING\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    ("LOADJOB a b", b"*3\r\n$7\r\nLOADJOB\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    ("BGREWRITEAOF x", b"*2\r\n$12\r\nBGREWRITEAOF\r\n$1\r\nx\r\n"),
+    ("AUTH a b", b"*3\r\n$4\r\nAUTH\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    ("MONITOR x", b"*2\r\n$7\r\nMONITOR\r\n$1\r\nx\r\n"),
+]
+
+
+@pytest.mark.parametrize("typed, sent", TRANSCRIPT_REQUESTS, ids=lambda v: str(v)[:20])
+def test_transcript_requests(typed, sent):
+    argv = [b""] if typed == "''" else [a.encode() for a in typed.split()]
+    check(sent, [argv])
+
+
+# Section "Inline commands": (bytes sent, commands the server ran).
+TRANSCRIPT_INLINE = [
+    (b"PING\r\n", [[b"PING"]]),
+    (b"PING\n", [[b"PING"]]),  # LF only
+    (b"ping hello\r\n", [[b"ping", b"hello"]]),
+    (b"QLEN inlineq\r\n", [[b"QLEN", b"inlineq"]]),
+    (b'ADDJOB inlineq "hello world" 0\r\n', [[b"ADDJOB", b"inlineq", b"hello world", b"0"]]),
+    (b"QPEEK inlineq 1\r\n", [[b"QPEEK", b"inlineq", b"1"]]),
+    (b"ADDJOB inlineq 'single quoted' 0\r\n",
+     [[b"ADDJOB", b"inlineq", b"single quoted", b"0"]]),
+    (b'ADDJOB inlineq "esc\\x41\\n" 0\r\n', [[b"ADDJOB", b"inlineq", b"escA\n", b"0"]]),
+    (b"QPEEK inlineq -2\r\n", [[b"QPEEK", b"inlineq", b"-2"]]),
+    (b"   PING   \r\n", [[b"PING"]]),
+    (b"\r\nPING\r\n", [[b"PING"]]),
+    (b"PING\r\nPING\r\nTIME\r\n", [[b"PING"], [b"PING"], [b"TIME"]]),
+    (b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nQLEN\r\n$1\r\nx\r\nPING\r\n",
+     [[b"PING"], [b"QLEN", b"x"], [b"PING"]]),
+    (b"FOO bar\r\n", [[b"FOO", b"bar"]]),
+    (b"*0\r\nPING\r\n", [[b"PING"]]),
+    (b"*-1\r\nPING\r\n", [[b"PING"]]),
+    (b"*1\r\n$0\r\n\r\n", [[b""]]),
+]
+
+
+@pytest.mark.parametrize("sent, commands", TRANSCRIPT_INLINE, ids=repr)
+def test_transcript_inline(sent, commands):
+    check(sent, commands)
+
+
+# Section "Protocol errors": (bytes sent, commands run, reply bytes); a None
+# reply is "nothing more, connection open": the parser waits for more.
+TRANSCRIPT_ERRORS = [
+    (b"*2\r\n$3\r\nfoo\r\nxyz\r\n", [], b"-ERR Protocol error: expected '$', got 'x'\r\n"),
+    (b"*2\r\n$4\r\nPING\r\n:1\r\n", [], b"-ERR Protocol error: expected '$', got ':'\r\n"),
+    (b"*abc\r\n", [], b"-ERR Protocol error: invalid multibulk length\r\n"),
+    (b"*1048577\r\n", [], b"-ERR Protocol error: invalid multibulk length\r\n"),
+    (b"*1048576\r\n", [], None),
+    (b"*1\r\n$abc\r\n", [], b"-ERR Protocol error: invalid bulk length\r\n"),
+    (b"*1\r\n$-1\r\n", [], b"-ERR Protocol error: invalid bulk length\r\n"),
+    (b"*1\r\n$536870913\r\n", [], b"-ERR Protocol error: invalid bulk length\r\n"),
+    (b"*1\r\n$10\r\nPING\r\n", [], None),
+    (b"*1\r\n$4\r\nPINGxx\r\n", [[b"PING"]], None),
+    (b'PING "abc\r\n', [], b"-ERR Protocol error: unbalanced quotes in request\r\n"),
+    (b"PING 'abc\r\n", [], b"-ERR Protocol error: unbalanced quotes in request\r\n"),
+    (b'PING "a"b\r\n', [], b"-ERR Protocol error: unbalanced quotes in request\r\n"),
+    (b"A" * 65546, [], b"-ERR Protocol error: too big inline request\r\n"),
+    (b"*" + b"1" * 65546, [], b"-ERR Protocol error: too big mbulk count string\r\n"),
+]
+
+
+@pytest.mark.parametrize("sent, commands, reply", TRANSCRIPT_ERRORS, ids=lambda v: repr(v)[:30])
+def test_transcript_errors(sent, commands, reply):
+    error = reply[5:-2] if reply else None
+    check(sent, commands, error)
+    if reply is not None:  # the server's reply line, as protocol.py builds it
+        assert b"-ERR " + error + b"\r\n" == reply
+
+
+# -- API contract --------------------------------------------------------------
+
+def test_protocol_error_carries_bytes():
+    parser = RequestParser()
+    parser.feed(b"*x\r\n")
+    with pytest.raises(ProtocolError) as info:
+        parser.parse()
+    assert isinstance(info.value, Exception)
+    assert info.value.args == (b"Protocol error: invalid multibulk length",)
+
+
+def test_commands_before_an_error_come_first_then_error_is_sticky():
+    parser = RequestParser()
+    parser.feed(b"PING\r\n*2\r\n$4\r\nQLEN\r\n$1\r\nx\r\n*abc\r\nPING\r\n")
+    assert parser.parse() == [[b"PING"], [b"QLEN", b"x"]]
+    for _ in range(3):
+        with pytest.raises(ProtocolError, match="invalid multibulk length"):
+            parser.parse()
+    parser.feed(b"PING\r\n")  # the stream is dead: dropped
+    assert parser.pending() == 0
+    with pytest.raises(ProtocolError):
+        parser.parse()
+
+
+def test_error_alone_is_raised_at_once():
+    parser = RequestParser()
+    parser.feed(b"*1\r\n$x\r\n")
+    with pytest.raises(ProtocolError, match="invalid bulk length"):
+        parser.parse()
+
+
+def test_error_in_a_later_feed_and_partial_request_dropped():
+    parser = RequestParser()
+    parser.feed(b"*1\r\n$4\r\nPING\r\n*2\r\n$1\r\na\r\n")
+    assert parser.parse() == [[b"PING"]]
+    assert parser.parse() == []
+    parser.feed(b"?1\r\n")
+    with pytest.raises(ProtocolError, match="expected '\\$', got '\\?'"):
+        parser.parse()
+
+
+def test_parse_returns_fresh_lists_and_empty_when_idle():
+    parser = RequestParser()
+    assert parser.parse() == []
+    parser.feed(b"")
+    assert parser.parse() == []
+    parser.feed(b"*1\r\n$1\r\na\r\n*1\r\n$1\r\nb\r\n")
+    first = parser.parse()
+    assert first == [[b"a"], [b"b"]] and first[0] is not first[1]
+    assert all(type(a) is bytes for cmd in first for a in cmd)
+
+
+def test_pending_counts_unconsumed_bytes():
+    parser = RequestParser()
+    parser.feed(b"*1\r\n$4\r\nPI")
+    assert parser.pending() == 10
+    assert parser.parse() == []
+    assert 0 < parser.pending() <= 10
+    parser.feed(b"NG\r\n*1")
+    assert parser.parse() == [[b"PING"]]
+    assert parser.pending() == 2
+    parser.feed(b"\r\n$0\r\n\r\n")
+    assert parser.parse() == [[b""]]
+    assert parser.pending() == 0
+
+
+def test_feed_copies_mutable_buffers():
+    data = bytearray(b"*1\r\n$4\r\nPING\r\n")
+    parser = RequestParser()
+    parser.feed(data)
+    parser.feed(memoryview(b"PING\r\n"))
+    data[8:12] = b"XXXX"
+    assert parser.parse() == [[b"PING"], [b"PING"]]
+
+
+def test_every_prefix_waits_and_completes():
+    data = b"*4\r\n$6\r\nADDJOB\r\n$2\r\njq\r\n$5\r\nhello\r\n$1\r\n0\r\n"
+    for i in range(len(data)):
+        parser = RequestParser()
+        parser.feed(data[:i])
+        assert parser.parse() == []
+        parser.feed(data[i:])
+        assert parser.parse() == [[b"ADDJOB", b"jq", b"hello", b"0"]]
+
+
+def test_codec_is_sans_io():
+    """Only pure standard-library imports: no twisted, no sockets."""
+    tree = ast.parse(pathlib.Path(codec.__file__).read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert names <= {"functools", "re"}
+
+
+# -- Redis quirks --------------------------------------------------------------
+
+@pytest.mark.parametrize("header", [
+    b"*01", b"*+1", b"* 1", b"*1 ", b"*-0", b"*1_0", b"*", b"*-", b"*--1", b"*0x1",
+    b"*1.0", b"*\xd9\xa1", b"*9223372036854775808", b"*-9223372036854775809",
+    b"*" + b"9" * 5000,
+])
+def test_multibulk_count_is_string2ll_strict(header):
+    check(header + b"\r\nPING\r\n", [], b"Protocol error: invalid multibulk length")
+
+
+@pytest.mark.parametrize("header", [b"*0", b"*-1", b"*-5", b"*-9223372036854775808"])
+def test_non_positive_counts_are_empty_requests(header):
+    check(header + b"\r\nPING\r\n", [[b"PING"]])
+
+
+@pytest.mark.parametrize("header", [
+    b"$01", b"$+1", b"$ 1", b"$1 ", b"$-0", b"$1_0", b"$", b"$-", b"$-1", b"$-2",
+    b"$9223372036854775808", b"$\xd9\xa1", b"$" + b"9" * 5000,
+])
+def test_bulk_length_is_string2ll_strict(header):
+    check(b"*1\r\n" + header + b"\r\nx\r\n", [], b"Protocol error: invalid bulk length")
+
+
+def test_limits_are_inclusive_and_configurable():
+    check(b"*1\r\n$536870912\r\n", [])  # the largest bulk Redis accepts: waits
+    check(b"*1\r\n$10\r\n0123456789\r\n", [[b"0123456789"]], max_bulk_len=10)
+    check(b"*1\r\n$11\r\n", [], b"Protocol error: invalid bulk length", max_bulk_len=10)
+    check(b"*3\r\n" + b"$1\r\na\r\n" * 3, [[b"a"] * 3], max_multibulk_len=3)
+    check(b"*4\r\n", [], b"Protocol error: invalid multibulk length", max_multibulk_len=3)
+    big = 20000  # beyond the fast-path tables
+    check(b"*1\r\n$%d\r\n" % big + b"y" * big + b"\r\n", [[b"y" * big]])
+    check(b"*%d\r\n" % big + b"$1\r\nz\r\n" * big, [[b"z"] * big])
+
+
+def test_header_ends_at_cr_and_the_next_byte_is_skipped():
+    check(b"*1\rX$4\rYPING\r\n", [[b"PING"]])
+    check(b"*1\n$4\r\nPING\r\n", [], b"Protocol error: invalid multibulk length")
+    check(b"*1\r\n$4\n\r\nPING\r\n", [], b"Protocol error: invalid bulk length")
+    check(b"*1\r\n\r\n", [], b"Protocol error: expected '$', got '\r'")
+
+
+def test_header_cr_as_last_byte_waits_for_one_more():
+    parser = RequestParser()
+    for piece in (b"*1\r", b"\n$4\r", b"\nPING\r"):
+        parser.feed(piece)
+        assert parser.parse() == []
+    parser.feed(b"\n")
+    assert parser.parse() == [[b"PING"]]
+
+
+def test_payload_trailer_is_skipped_unchecked():
+    check(b"*1\r\n$4\r\nPINGab*1\r\n$4\r\nPING\r\n", [[b"PING"], [b"PING"]])
+    check(b"*2\r\n$1\r\na\r\n$1\r\nb\r\n", [[b"a", b"b"]])
+    check(b"*2\r\n$1\r\naXY$1\r\nbZW", [[b"a", b"b"]])
+    check(b"*1\r\n$4\r\nPING", [])  # the 2 trailer bytes are awaited
+    check(b"*1\r\n$4\r\nPING\r", [])
+    check(b"*1\r\n$6\r\nPI\r\nNG\r\n", [[b"PI\r\nNG"]])  # CRLF inside a payload
+
+
+def test_nul_hides_the_line_terminator_like_strchr():
+    # Waits instead of failing on the content, until the line is too big.
+    check(b"PI\0NG\r\n", [])
+    check(b"PING\r\nPI\0NG\r\n", [[b"PING"]])
+    check(b"PI\0NG\r\n" + b"A" * 57, [], max_inline_len=64)  # 64 bytes
+    check(b"PI\0NG\r\n" + b"A" * 58, [], b"Protocol error: too big inline request",
+          max_inline_len=64)
+    check(b"*1\0\r\n", [])
+    check(b"*1\0\r\n" + b"A" * 59, [], max_inline_len=64)
+    check(b"*1\0\r\n" + b"A" * 60, [], b"Protocol error: too big mbulk count string",
+          max_inline_len=64)
+    check(b"*1\r\n$4\0\r\nPING\r\n", [])
+    check(b"*1\r\n\0\r\n", [])  # no "expected '$'": the CR is never seen
+    # The bulk header line starts after "*1\r\n": 3 + 61 = 64 bytes, then 65.
+    check(b"*1\r\n\0\r\n" + b"A" * 61, [], max_inline_len=64)
+    check(b"*1\r\n\0\r\n" + b"A" * 62, [], b"Protocol error: too big bulk count string",
+          max_inline_len=64)
+    # NUL in a payload or after a terminator is just data.
+    check(b"*1\r\n$3\r\na\0b\r\nPING\r\n", [[b"a\0b"], [b"PING"]])
+
+
+def test_too_big_boundaries():
+    check(b"A" * 65536, [])
+    check(b"A" * 65537, [], b"Protocol error: too big inline request")
+    check(b"A" * 65536 + b"\n", [[b"A" * 65536]])
+    # Byte by byte, Redis saw 65537 bytes without LF before this LF came.
+    check(b"A" * 65536 + b"\r\n", [], b"Protocol error: too big inline request")
+    check(b"*" + b"1" * 65535, [])
+    check(b"*" + b"1" * 65536, [], b"Protocol error: too big mbulk count string")
+    check(b"*" + b"1" * 65535 + b"\r\n", [], b"Protocol error: invalid multibulk length")
+    check(b"*1\r\n$" + b"1" * 65535, [])
+    check(b"*1\r\n$" + b"1" * 65536, [], b"Protocol error: too big bulk count string")
+    check(b"*1\r\n$" + b"1" * 65535 + b"\r\n", [], b"Protocol error: invalid bulk length")
+
+
+def test_too_big_is_measured_from_the_line_start():
+    # A big payload before a slow header does not count (as in Redis, which
+    # reads big payloads up to their exact end).
+    body = b"p" * 70000
+    data = b"*2\r\n$70000\r\n" + body + b"\r\n$3\r\nabc\r\n"
+    check(data, [[body, b"abc"]])
+
+
+INLINE_SPLIT = [
+    (b'PING ""\r\n', [[b"PING"]]),  # empty arguments are dropped
+    (b'"" PING\r\n', [[b"PING"]]),
+    (b'""\r\n', []),
+    (b"''  ''\r\n", []),
+    (b'a"b c"\r\n', [[b"ab c"]]),  # a quote may open mid-token
+    (b"a'b c' d\r\n", [[b"ab c", b"d"]]),
+    (b'"\\xZZ"\r\n', [[b"xZZ"]]),
+    (b'"\\x4"\r\n', [[b"x4"]]),
+    (b'"\\x4a\\X41\\x0A"\r\n', [[b"JX41\n"]]),
+    (b'"\\x00\\xff"\r\n', [[b"\x00\xff"]]),
+    (b'"a\\"b"\r\n', [[b'a"b']]),
+    (b"'a\\'b'\r\n", [[b"a'b"]]),
+    (b"'a\\nb\\ c'\r\n", [[b"a\\nb\\ c"]]),  # only \' is an escape
+    (b"'a\\\\''\r\n", [[b"a\\'"]]),
+    (b'"\\n\\r\\t\\b\\a\\\\\\q\\\'"\r\n', [[b"\n\r\t\b\x07\\q'"]]),
+    (b"a\tb\r\n", [[b"a", b"b"]]),
+    (b"a\x0bb\r\n", [[b"a\x0bb"]]),  # \v, \f: blanks to skip, not separators
+    (b"\x0b\x0ca \x0cb\x0c\r\n", [[b"a", b"b\x0c"]]),
+    (b'"a"\tb\r\n', [[b"a", b"b"]]),
+    (b'"a"\x0bb\r\n', [[b"a", b"b"]]),
+    (b"'a'\x0c\r\n", [[b"a"]]),
+    (b"PING\r\r\n", [[b"PING"]]),
+    (b"a\rb\r\n", [[b"a", b"b"]]),
+    (b'"a\rb"\r\n', [[b"a\rb"]]),
+    (b'"a"\r\r\n', [[b"a"]]),
+    (b'"\xff\x80 "\r\n', [[b"\xff\x80 "]]),
+    (b"\xff \x80\r\n", [[b"\xff", b"\x80"]]),
+    (b"\n", []),
+    (b"\r\n", []),
+    (b"\r\r\n", []),
+    (b" \t \r\n", []),
+    (b"PING\nPING\n", [[b"PING"], [b"PING"]]),  # see the module doc
+    (b"PING\n*1\r\n$1\r\nx\r\n", [[b"PING"], [b"x"]]),
+]
+
+
+@pytest.mark.parametrize("sent, commands", INLINE_SPLIT, ids=repr)
+def test_inline_splitting_like_sdssplitargs(sent, commands):
+    check(sent, commands)
+
+
+@pytest.mark.parametrize("sent", [
+    b'"a\\"\r\n', b'"abc\\\r\n', b"'a'b\r\n", b"\"a\"'b'\r\n", b'a "b\r\n',
+    b"'a\\'\r\n", b'"abc\r\r\n', b'x "a"b"\r\n', b"''x\r\n",
+])
+def test_inline_unbalanced_quotes(sent):
+    check(sent, [], b"Protocol error: unbalanced quotes in request")
+
+
+# -- performance ------------------------------------------------------------------
+
+ADDJOB = b"*4\r\n$6\r\nADDJOB\r\n$2\r\njq\r\n$5\r\nhello\r\n$1\r\n0\r\n"
+
+
+def test_pipelined_requests_are_fast():
+    data = ADDJOB * 100_000
+    start = time.perf_counter()
+    commands, error = run(data, chunk=65536)
+    elapsed = time.perf_counter() - start
+    assert error is None and len(commands) == 100_000
+    assert commands[-1] == [b"ADDJOB", b"jq", b"hello", b"0"]
+    assert elapsed < 2.0  # ~0.15 s on the dev box
+
+
+def test_big_bulk_in_64k_chunks_is_linear():
+    body = bytes(range(256)) * (20 * 1024 * 1024 // 256)
+    data = b"*2\r\n$3\r\nSET\r\n$%d\r\n" % len(body) + body + b"\r\nPING\r\n"
+    start = time.perf_counter()
+    commands, error = run(data, chunk=65536)
+    elapsed = time.perf_counter() - start
+    assert error is None and commands == [[b"SET", body], [b"PING"]]
+    assert elapsed < 1.0  # ~0.05 s on the dev box
+
+
+def test_big_body_full_of_crlf_at_once():
+    body = b"\r\n" * (5 * 1024 * 1024)
+    data = b"*1\r\n$%d\r\n" % len(body) + body + b"\r\n" + ADDJOB * 10
+    start = time.perf_counter()
+    assert run(data) == ([[body]] + [[b"ADDJOB", b"jq", b"hello", b"0"]] * 10, None)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_many_arguments_in_small_chunks_is_linear():
+    data = b"*200000\r\n" + b"$1\r\nx\r\n" * 200_000
+    start = time.perf_counter()
+    assert run(data, chunk=4096) == ([[b"x"] * 200_000], None)
+    assert time.perf_counter() - start < 2.0
+
+
+def test_long_line_fed_byte_by_byte_is_linear():
+    start = time.perf_counter()
+    assert run(b"A" * 60000 + b"\r\n", chunk=1) == ([[b"A" * 60000]], None)
+    assert run(b"*1\r\n$" + b"1" * 60000, chunk=1) == ([], None)
+    assert time.perf_counter() - start < 3.0
+
+
+# -- a literal model of Disque's networking.c --------------------------------------
+
+ULLONG_MAX = (1 << 64) - 1
+
+
+def c_string2ll(s):
+    """util.c string2ll(), line by line."""
+    if len(s) == 0:
+        return None
+    if len(s) == 1 and s[0] == ord("0"):
+        return 0
+    p, negative = 0, False
+    if s[0] == ord("-"):
+        negative, p = True, 1
+        if p == len(s):
+            return None
+    if ord("1") <= s[p] <= ord("9"):
+        v = s[p] - 48
+        p += 1
+    else:
+        return None
+    while p < len(s) and ord("0") <= s[p] <= ord("9"):
+        if v > ULLONG_MAX // 10:
+            return None
+        v *= 10
+        if v > ULLONG_MAX - (s[p] - 48):
+            return None
+        v += s[p] - 48
+        p += 1
+    if p < len(s):
+        return None
+    if negative:
+        return None if v > (1 << 63) else -v
+    return None if v > (1 << 63) - 1 else v
+
+
+def c_sdssplitargs(line):
+    """sds.c sdssplitargs(), line by line, on a NUL-terminated C string."""
+    def at(i):
+        return line[i] if i < len(line) else 0
+
+    def isspace(c):
+        return c in b" \t\n\v\f\r"
+
+    def ishex(c):
+        return c != 0 and c in b"0123456789abcdefABCDEF"
+
+    p, vector = 0, []
+    while True:
+        while at(p) and isspace(at(p)):
+            p += 1
+        if not at(p):
+            return vector
+        inq = insq = done = False
+        current = b""
+        while not done:
+            if inq:
+                if at(p) == 92 and at(p + 1) == ord("x") and ishex(at(p + 2)) and ishex(at(p + 3)):
+                    current += bytes([int(bytes([at(p + 2), at(p + 3)]), 16)])
+                    p += 3
+                elif at(p) == 92 and at(p + 1):
+                    p += 1
+                    escapes = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+                    current += bytes([escapes.get(at(p), at(p))])
+                elif at(p) == ord('"'):
+                    if at(p + 1) and not isspace(at(p + 1)):
+                        return None
+                    done = True
+                elif not at(p):
+                    return None
+                else:
+                    current += bytes([at(p)])
+            elif insq:
+                if at(p) == 92 and at(p + 1) == ord("'"):
+                    p += 1
+                    current += b"'"
+                elif at(p) == ord("'"):
+                    if at(p + 1) and not isspace(at(p + 1)):
+                        return None
+                    done = True
+                elif not at(p):
+                    return None
+                else:
+                    current += bytes([at(p)])
+            else:
+                if at(p) in (32, 10, 13, 9, 0):
+                    done = True
+                elif at(p) == ord('"'):
+                    inq = True
+                elif at(p) == ord("'"):
+                    insq = True
+                else:
+                    current += bytes([at(p)])
+            if at(p):
+                p += 1
+        vector.append(current)
+
+
+class RedisModel:
+    """processInputBuffer() and friends from Disque's networking.c, line by
+    line, with ``read()`` returning one byte at a time.  The constants keep
+    Redis' proportions (PROTO_MBULK_BIG_ARG = PROTO_INLINE_MAX_SIZE / 2)."""
+
+    def __init__(self, inline_max, mbulk_max, bulk_max):
+        self.INLINE_MAX, self.BIG_ARG = inline_max, inline_max // 2
+        self.MBULK_MAX, self.BULK_MAX = mbulk_max, bulk_max
+        self.q = b""
+        self.reqtype, self.multibulklen, self.bulklen, self.argv = 0, 0, -1, []
+        self.commands, self.error = [], None
+
+    def strchr(self, start, ch):
+        for i in range(start, len(self.q)):
+            if self.q[i] == ch:
+                return i
+            if self.q[i] == 0:
+                return -1
+        return -1
+
+    def run(self, data):
+        for i in range(len(data)):
+            if self.error is not None:
+                break
+            self.q += data[i:i + 1]
+            self.process_input_buffer()
+        return self.commands, self.error
+
+    def process_input_buffer(self):
+        while self.q and self.error is None:
+            if not self.reqtype:
+                self.reqtype = "multibulk" if self.q[0] == ord("*") else "inline"
+            if self.reqtype == "inline":
+                if not self.process_inline_buffer():
+                    break
+            elif not self.process_multibulk_buffer():
+                break
+            if self.argv:
+                self.commands.append(self.argv)
+            self.reqtype, self.multibulklen, self.bulklen, self.argv = 0, 0, -1, []
+
+    def fail(self, message):
+        self.error = message
+        return False
+
+    def process_inline_buffer(self):
+        newline = self.strchr(0, ord("\n"))
+        if newline < 0:
+            if len(self.q) > self.INLINE_MAX:
+                return self.fail(b"Protocol error: too big inline request")
+            return False
+        if newline != 0 and self.q[newline - 1] == ord("\r"):
+            newline -= 1
+        querylen = newline
+        argv = c_sdssplitargs(self.q[:querylen])
+        if argv is None:
+            return self.fail(b"Protocol error: unbalanced quotes in request")
+        self.q = self.q[querylen + 2:]
+        self.argv = [a for a in argv if a]
+        return True
+
+    def process_multibulk_buffer(self):
+        pos = 0
+        if self.multibulklen == 0:
+            newline = self.strchr(0, ord("\r"))
+            if newline < 0:
+                if len(self.q) > self.INLINE_MAX:
+                    return self.fail(b"Protocol error: too big mbulk count string")
+                return False
+            if newline > len(self.q) - 2:
+                return False
+            ll = c_string2ll(self.q[1:newline])
+            if ll is None or ll > self.MBULK_MAX:
+                return self.fail(b"Protocol error: invalid multibulk length")
+            pos = newline + 2
+            if ll <= 0:
+                self.q = self.q[pos:]
+                return True
+            self.multibulklen = ll
+        while self.multibulklen:
+            if self.bulklen == -1:
+                newline = self.strchr(pos, ord("\r"))
+                if newline < 0:
+                    if len(self.q) > self.INLINE_MAX:
+                        return self.fail(b"Protocol error: too big bulk count string")
+                    break
+                if newline > len(self.q) - 2:
+                    break
+                if self.q[pos] != ord("$"):
+                    return self.fail(b"Protocol error: expected '$', got '%c'" % self.q[pos])
+                ll = c_string2ll(self.q[pos + 1:newline])
+                if ll is None or ll < 0 or ll > self.BULK_MAX:
+                    return self.fail(b"Protocol error: invalid bulk length")
+                pos = newline + 2
+                if ll >= self.BIG_ARG:
+                    self.q, pos = self.q[pos:], 0
+                self.bulklen = ll
+            if len(self.q) - pos < self.bulklen + 2:
+                break
+            if pos == 0 and self.bulklen >= self.BIG_ARG and len(self.q) == self.bulklen + 2:
+                self.argv.append(self.q[:self.bulklen])
+                self.q = b""
+            else:
+                self.argv.append(self.q[pos:pos + self.bulklen])
+                pos += self.bulklen + 2
+            self.bulklen = -1
+            self.multibulklen -= 1
+        if pos:
+            self.q = self.q[pos:]
+        return self.multibulklen == 0
+
+
+def test_model_agrees_with_golden_transcripts():
+    for sent, commands, reply in TRANSCRIPT_ERRORS:
+        if len(sent) < 1000:
+            model = RedisModel(64 * 1024, 1024 * 1024, 512 * 1024 * 1024)
+            assert model.run(sent) == (commands, reply[5:-2] if reply else None)
+    for sent, commands in TRANSCRIPT_INLINE + INLINE_SPLIT:
+        model = RedisModel(64 * 1024, 1024 * 1024, 512 * 1024 * 1024)
+        assert model.run(sent) == (commands, None)
+
+
+# -- hypothesis ------------------------------------------------------------------------
+
+SMALL = dict(max_inline_len=16, max_multibulk_len=8, max_bulk_len=40)
+PLAIN = string.ascii_letters + string.digits
+PRINTABLE = bytes(c for c in range(32, 127) if c not in b'"\\')
+
+
+def quote_double(arg):
+    return b'"' + b"".join(
+        bytes([c]) if c in PRINTABLE else b"\\x%02x" % c for c in arg) + b'"'
+
+
+@st.composite
+def request(draw, max_arg=12):
+    """One request: (bytes, argv or None for an empty request)."""
+    kind = draw(st.sampled_from(["resp", "resp", "quirky", "plain", "quoted", "empty"]))
+    if kind == "empty":
+        return draw(st.sampled_from(
+            [b"*0\r\n", b"*-1\r\n", b"*-7\r\n", b"\r\n", b"\n", b" \t \r\n", b'"" \'\'\n'])), None
+    if kind in ("resp", "quirky"):
+        args = draw(st.lists(st.binary(max_size=max_arg), min_size=1, max_size=5))
+        any2 = st.binary(min_size=2, max_size=2)
+        if kind == "resp":
+            crlf = trailer = lambda: b"\r\n"  # noqa: E731
+        else:  # CR + any byte ends a header; any 2 bytes follow a payload
+            crlf = lambda: b"\r" + draw(st.binary(min_size=1, max_size=1))  # noqa: E731
+            trailer = lambda: draw(any2)  # noqa: E731
+        out = b"*%d" % len(args) + crlf()
+        for a in args:
+            out += b"$%d" % len(a) + crlf() + a + trailer()
+        return out, args
+    if kind == "plain":
+        args = draw(st.lists(st.text(PLAIN, min_size=1, max_size=6), min_size=1, max_size=4))
+        args = [a.encode() for a in args]
+        seps = draw(st.lists(st.sampled_from([b" ", b"\t", b"  ", b" \x0b"]),
+                             min_size=len(args), max_size=len(args)))
+        line = b"".join(s + a for s, a in zip(seps, args))
+    else:
+        args = draw(st.lists(st.binary(min_size=1, max_size=6), min_size=1, max_size=4))
+        words = []
+        for a in args:
+            if b"'" in a or b"\\" in a or b"\n" in a or b"\0" in a or draw(st.booleans()):
+                words.append(quote_double(a))
+            else:
+                words.append(b"'" + a + b"'")
+        line = b" ".join(words)
+    return line + draw(st.sampled_from([b"\r\n", b"\n", b" \r\n"])), args
+
+
+@st.composite
+def valid_stream(draw, max_arg=12):
+    reqs = draw(st.lists(request(max_arg), max_size=8))
+    return b"".join(r for r, _ in reqs), [a for _, a in reqs if a is not None]
+
+
+@st.composite
+def cuts_for(draw, data):
+    return draw(st.lists(st.integers(0, len(data)), max_size=12))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_property_valid_stream_split_anywhere(data):
+    stream, expected = data.draw(valid_stream())
+    cuts = data.draw(cuts_for(stream))
+    assert run(stream) == (expected, None)
+    assert run(stream, cuts=cuts) == (expected, None)
+    assert run(stream, chunk=1) == (expected, None)
+
+
+FRAGMENT = st.one_of(
+    st.sampled_from([
+        b"*", b"$", b"-", b"0", b"1", b"2", b"3", b"8", b"9", b"10", b"40", b"41",
+        b"\r", b"\n", b"\r\n", b"\r\n\r\n", b" ", b"\t", b'"', b"'", b"\\", b"x",
+        b"4f", b"A", b"PING", b"\0", b"\x0b", b"+", b"*1\r\n", b"*2\r\n", b"$1\r\n",
+        b"$3\r\n", b"abc", b"A" * 9,
+    ]),
+    st.binary(max_size=4),
+    request(max_arg=45).map(lambda r: r[0]),
+)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(FRAGMENT, max_size=30).map(b"".join), st.data())
+def test_property_matches_redis_fed_byte_by_byte(stream, data):
+    model = RedisModel(SMALL["max_inline_len"], SMALL["max_multibulk_len"], SMALL["max_bulk_len"])
+    expected = model.run(stream)
+    assert run(stream, **SMALL) == expected
+    assert run(stream, cuts=data.draw(cuts_for(stream)), **SMALL) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FRAGMENT, max_size=40).map(b"".join))
+def test_property_matches_redis_with_default_limits(stream):
+    expected = RedisModel(64 * 1024, 1024 * 1024, 512 * 1024 * 1024).run(stream)
+    assert run(stream) == expected
+
+
+@settings(max_examples=500, deadline=2000)
+@given(st.binary(max_size=300), st.data())
+def test_property_fuzz_never_crashes_and_is_split_invariant(stream, data):
+    for limits in ({}, SMALL):
+        parser = RequestParser(**limits)
+        parser.feed(stream)
+        try:
+            for _ in range(len(stream) + 2):  # progress or stop: never spins
+                commands = parser.parse()
+                assert isinstance(commands, list)
+                for argv in commands:
+                    assert isinstance(argv, list) and argv
+                    assert all(type(a) is bytes for a in argv)
+                if not commands:
+                    break
+        except ProtocolError as e:
+            assert type(e.args[0]) is bytes and e.args[0].startswith(b"Protocol error: ")
+        whole = run(stream, **limits)
+        assert run(stream, cuts=data.draw(cuts_for(stream)), **limits) == whole
