@@ -69,10 +69,12 @@ class RespProtocol(Protocol):
         parser = self.parser
         parser.feed(data)
         error = None
+        commands = []
         try:
             commands = parser.parse()
+            if commands:
+                parser.parse()  # [] unless an error followed them: it raises
         except ProtocolError as e:
-            commands = []
             error = e.args[0]
         self.client.qbuf = parser.pending()
         if self.pending or self.parked:
