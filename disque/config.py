@@ -1,287 +1,578 @@
-"""disque.conf: Redis-style config files, CONFIG GET / SET / REWRITE.
+"""Configuration of a Disque node: the Redis-style ``disque.conf`` file, the
+command-line overrides, and the state behind CONFIG GET / SET / REWRITE.
 
-One data-driven table of directive specs (name, kind, default, settable at
-run time).  Files are read line by line, arguments split with the Redis
-``sdssplitargs`` rules (shared with the inline protocol parser), names are
-case-insensitive.  Values are stored as native Python values; CONFIG GET
-renders them as the original does.
+Each directive is one row of ``SPECS``; its *kind* (``KINDS``) decides how
+arguments parse, how CONFIG GET renders the value (byte for byte as Disque
+1.0-rc1) and how CONFIG REWRITE writes it.  Values are native Python objects.
+Invariants: a stored value always passed validation, and whatever rewrite()
+writes parses back to the same value -- so CONFIG SET is never laxer than the
+file (maxmemory, cluster-node-timeout >= 1).  Unlike the original, numbers must
+be well-formed, ``include`` is relative to the including file, and ``dir`` is
+checked but not chdir()ed to (GET shows it absolute).  No twisted imports.
 """
 
-import fnmatch
+import contextlib
+import errno
 import os
+import re
+import stat
 import tempfile
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
-from .resp.codec import ProtocolError
-from .resp.codec import _sdssplitargs as split_args
+__all__ = ["Config", "ConfigError", "ConfigSetError", "SPECS", "split_args", "quote",
+           "parse_memory", "format_memory", "stringmatch"]
 
 
 class ConfigError(Exception):
-    """A start-up error: names the file, the line and what is wrong."""
+    """A bad config file or override, explained in one paragraph for the user at
+    start-up: file, line number, what is wrong, and the offending line, e.g.
+    "disque.conf:12: unknown directive 'fooo' (>>> fooo bar)"."""
 
 
 class ConfigSetError(Exception):
-    """``args[0]``: the error text (bytes) for a CONFIG reply."""
+    """args[0] is the exact error line body (bytes) for a CONFIG SET/GET/REWRITE
+    reply, e.g. b"Unsupported CONFIG parameter: port"."""
 
 
-_UNITS = {"": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3}
+class _Bad(ValueError):
+    """A value failed validation; args[0] says what it must be."""
+
+
+class _Problem(Exception):
+    """A directive could not be applied; str() is the message without location."""
+
+
+# -- lexical helpers: Redis argument splitting, quoting, memory units, globs --
+
+_BLANK = b" \t\n\r\v\f"
+_ENDS_WORD = b" \t\n\r"
+_HEX = b"0123456789abcdefABCDEF"
+_UNESCAPE = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+_ESCAPE = {10: b"\\n", 13: b"\\r", 9: b"\\t", 7: b"\\a", 8: b"\\b", 92: b"\\\\", 34: b'\\"'}
+
+
+def split_args(line: bytes) -> "list[bytes] | None":
+    """Split one line like Redis' sdssplitargs: "double quotes" with \\xHH \\n \\r
+    \\t \\b \\a escapes, 'single quotes' with \\' only.  None on bad quoting."""
+    args, i, n = [], 0, len(line)
+    while True:
+        while i < n and line[i] in _BLANK:
+            i += 1
+        if i >= n:
+            return args
+        cur, quote_char = bytearray(), 0
+        while True:
+            c = line[i] if i < n else None
+            if quote_char and c is None:
+                return None                               # unterminated quotes
+            if quote_char == 34 and c == 92 and i + 3 < n and line[i + 1] == 120 \
+                    and line[i + 2] in _HEX and line[i + 3] in _HEX:
+                cur.append(int(line[i + 2:i + 4], 16))
+                i += 3
+            elif quote_char == 34 and c == 92 and i + 1 < n:
+                i += 1
+                cur.append(_UNESCAPE.get(line[i], line[i]))
+            elif quote_char == 39 and c == 92 and i + 1 < n and line[i + 1] == 39:
+                i += 1
+                cur.append(39)
+            elif quote_char and c == quote_char:
+                if i + 1 < n and line[i + 1] not in _BLANK:
+                    return None                           # closing quote must end the word
+                i += 1
+                break
+            elif not quote_char and (c is None or c in _ENDS_WORD):
+                break
+            elif not quote_char and c in (34, 39):
+                quote_char = c
+            else:
+                cur.append(c)
+            i += 1
+        args.append(bytes(cur))
+
+
+def quote(data: bytes) -> bytes:
+    """Double-quoted form that split_args() reads back unchanged (sdscatrepr)."""
+    out = bytearray(b'"')
+    for c in data:
+        out += _ESCAPE.get(c) or (bytes((c,)) if 32 <= c < 127 else b"\\x%02x" % c)
+    return bytes(out + b'"')
+
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000 ** 2, "mb": 1024 ** 2,
+          "g": 1000 ** 3, "gb": 1024 ** 3}
+_MEMORY = re.compile(r"(-?[0-9]+)([A-Za-z]*)")
+_INT = re.compile(r"-?[0-9]+")
+_I32, _I64 = 2 ** 31 - 1, 2 ** 63 - 1
 
 
 def parse_memory(text: str) -> int:
-    t = text.strip().lower()
-    num = t.rstrip("kmgb")
-    unit = t[len(num):]
-    if unit not in _UNITS or not num or not num.lstrip("-").isdigit():
-        raise ValueError("must be a number of bytes, optionally with a unit (k, kb, m, mb, g, gb)")
-    return int(num) * _UNITS[unit]
+    """'1k' = 1000, '1kb' = 1024, m/mb, g/gb, case-insensitive; plain bytes otherwise."""
+    m = _MEMORY.fullmatch(text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise _Bad("must be a number of bytes, optionally with a unit (k, kb, m, mb, g, gb)")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
+def format_memory(n: int) -> str:
+    """The shortest exact form using gb/mb/kb (as CONFIG REWRITE writes sizes)."""
+    for unit in ("gb", "mb", "kb"):
+        if n and n % _UNITS[unit] == 0:
+            return "%d%s" % (n // _UNITS[unit], unit)
+    return str(n)
+
+
+def stringmatch(pattern: bytes, string: bytes) -> bool:
+    """Redis glob matching (case-sensitive): * ? [abc] [^a] [a-z] and \\ escapes."""
+    p, i, plen, slen = 0, 0, len(pattern), len(string)
+    while p < plen and i < slen:
+        c = pattern[p]
+        if c == 42:                                       # '*'
+            while p + 1 < plen and pattern[p + 1] == 42:
+                p += 1
+            if p + 1 == plen:
+                return True
+            return any(stringmatch(pattern[p + 1:], string[k:]) for k in range(i, slen))
+        if c == 91:                                       # '['
+            p += 1
+            negate = p < plen and pattern[p] == 94
+            p += negate
+            hit = False
+            while True:
+                if p + 1 < plen and pattern[p] == 92:
+                    p += 1
+                    hit |= pattern[p] == string[i]
+                elif p < plen and pattern[p] == 93:
+                    break
+                elif p >= plen:                           # unterminated: ends the pattern
+                    p -= 1
+                    break
+                elif p + 2 < plen and pattern[p + 1] == 45:
+                    lo, hi = sorted((pattern[p], pattern[p + 2]))
+                    hit |= lo <= string[i] <= hi
+                    p += 2
+                else:
+                    hit |= pattern[p] == string[i]
+                p += 1
+            if hit == negate:
+                return False
+        elif c != 63:                                     # not '?': literal, maybe escaped
+            if c == 92 and p + 1 < plen:
+                p += 1
+            if pattern[p] != string[i]:
+                return False
+        p += 1
+        i += 1
+        if i == slen:
+            while p < plen and pattern[p] == 42:
+                p += 1
+    return p == plen and i == slen
+
+
+def _dec(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _enc(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+# -- kinds: parse (file and overrides), render for GET, dump for REWRITE --
+
+@dataclass(frozen=True, eq=False)          # eq=False: hashable by identity
 class Spec:
-    __slots__ = ("name", "kind", "default", "settable", "lo", "hi", "choices", "shown")
-
-    def __init__(self, name, kind, default, settable=False, lo=None, hi=None, choices=None, shown=True):
-        self.name, self.kind, self.default, self.settable = name, kind, default, settable
-        self.lo, self.hi, self.choices, self.shown = lo, hi, choices, shown
-
-    def parse(self, args):
-        """Native value from the directive's arguments (strings)."""
-        kind = self.kind
-        if kind == "list":
-            return list(args)
-        if kind == "buffer-limit":
-            return " ".join(args)
-        if len(args) != 1:
-            raise ValueError("expects exactly one argument")
-        text = args[0]
-        if kind == "str":
-            return text
-        if kind == "bool":
-            if text.lower() not in ("yes", "no"):
-                raise ValueError("must be 'yes' or 'no'")
-            return text.lower() == "yes"
-        if kind == "enum":
-            if text.lower() not in self.choices:
-                raise ValueError("must be one of %s" % ", ".join(self.choices))
-            return text.lower()
-        if kind == "memory":
-            value = parse_memory(text)
-        else:  # int
-            try:
-                value = int(text)
-            except ValueError:
-                raise ValueError("must be an integer") from None
-        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
-            raise ValueError("must be between %s and %s" % (self.lo, self.hi))
-        return value
-
-    def render(self, value) -> bytes:
-        if self.kind == "bool":
-            return b"yes" if value else b"no"
-        if self.kind == "list":
-            return " ".join(value).encode()
-        return str(value).encode()
-
-    def render_file(self, value) -> str:
-        if self.kind == "list":
-            return " ".join(_quote(v) for v in value)
-        if self.kind == "buffer-limit":
-            return value
-        return _quote(self.render(value).decode())
+    name: str
+    kind: str
+    default: object
+    settable: bool = False                 # CONFIG SET accepts it
+    lo: int = -2 ** 63
+    hi: int = _I64
+    choices: tuple = ()
+    check: "Callable[[str], None] | None" = None   # extra validation of strings
+    clamp: bool = False                    # out-of-range ints are clamped, not refused
+    nullable: bool = False                 # "" means unset: not written by REWRITE
+    get: bool = True                       # listed by CONFIG GET
+    rewrite: bool = True                   # handled by CONFIG REWRITE
+    original: bool = True                  # a parameter of the original server
+    show: "Callable | None" = None         # CONFIG GET rendering, if not the kind's
+    runtime: "Callable | None" = None      # CONFIG SET parsing, if not the kind's
 
 
-def _quote(text: str) -> str:
-    if text and all(c.isprintable() and c not in ' "\'\\' for c in text):
-        return text
-    return '"' + "".join(c if c.isprintable() and c not in '"\\' else "\\x%02x" % ord(c) if ord(c) < 256 and not c.isprintable() else "\\" + c for c in text) + '"'
+class Kind(NamedTuple):
+    nargs: int                             # exact count; -1 means one or more
+    usage: str
+    parse: Callable                        # (spec, args, current) -> value, raises _Bad
+    show: Callable                         # value -> str
+    dump: Callable                         # (spec, value) -> [(bytes, force)]
 
 
-S = Spec
-# CONFIG GET order of the original first (shown=True), then file-only and
-# project directives.
-SPECS = [
-    S("requirepass", "str", "", True),
-    S("unixsocket", "str", ""),
-    S("logfile", "str", ""),
-    S("pidfile", "str", "/var/run/disque.pid"),
-    S("maxmemory", "memory", 1024**3, True, lo=0),
-    S("maxmemory-samples", "int", 5, True, lo=1),
-    S("timeout", "int", 0, True, lo=0),
-    S("auto-aof-rewrite-percentage", "int", 100, True, lo=0),
-    S("auto-aof-rewrite-min-size", "memory", 64 * 1024 * 1024, True, lo=0),
-    S("slowlog-log-slower-than", "int", 10000, True),
-    S("latency-monitor-threshold", "int", 0, True, lo=0),
-    S("slowlog-max-len", "int", 128, True, lo=0),
-    S("port", "int", 7711, lo=0, hi=65535),
-    S("tcp-backlog", "int", 511, lo=0),
-    S("databases", "int", 16, lo=1),
-    S("maxclients", "int", 10000, True, lo=1),
-    S("watchdog-period", "int", 0, True, lo=0),
-    S("hz", "int", 10, True, lo=1, hi=500),
-    S("cluster-node-timeout", "int", 15000, True, lo=0),
-    S("tcp-keepalive", "int", 0, True, lo=0),
-    S("no-appendfsync-on-rewrite", "bool", False, True),
-    S("daemonize", "bool", False),
-    S("activerehashing", "bool", True, True),
-    S("aof-rewrite-incremental-fsync", "bool", True, True),
-    S("aof-load-truncated", "bool", True, True),
-    S("aof-enqueue-jobs-once", "bool", False, True),
-    S("maxmemory-policy", "enum", "acks", True, choices=("acks", "noeviction")),
-    S("loglevel", "enum", "notice", True, choices=("debug", "verbose", "notice", "warning")),
-    S("appendfsync", "enum", "everysec", True, choices=("always", "everysec", "no")),
-    S("syslog-facility", "str", "local0"),
-    S("appendonly", "bool", False, True),
-    S("dir", "str", ".", True),
-    S("client-output-buffer-limit", "buffer-limit", "normal 0 0 0", True),
-    S("unixsocketperm", "int", 0, lo=0),
-    S("bind", "list", ["127.0.0.1"]),
-    S("appendfilename", "str", "appendonly.aof", shown=False),
-    S("syslog-enabled", "bool", False, shown=False),
-    S("syslog-ident", "str", "disque", shown=False),
-    S("cluster-config-file", "str", "", shown=False),
-    S("federation-policy", "str", "default", True),
-    S("persistence", "str", "", False),
-]
-SPEC_BY_NAME = {s.name: s for s in SPECS}
-# CONFIG GET * in the original lists exactly these, in this order, then ours.
-_TCP_KEEPALIVE_AS_BOOL = True  # the original renders tcp-keepalive with yes/no
+def _int_text(spec):
+    if spec.clamp:
+        return "must be an integer (values outside %d..%d are clamped)" % (spec.lo, spec.hi)
+    if spec.hi != _I64:
+        return "must be an integer between %d and %d" % (spec.lo, spec.hi)
+    return "must be an integer" + (" >= %d" % spec.lo if spec.lo > -2 ** 63 else "")
+
+
+def _need(ok, message) -> bool:
+    """True, or raise _Bad(message): lets simple parsers be one expression."""
+    if not ok:
+        raise _Bad(message)
+    return True
+
+
+def _p_int(spec, args, cur):
+    _need(_INT.fullmatch(args[0]), _int_text(spec))
+    v = int(args[0])
+    return min(max(v, spec.lo), spec.hi) if spec.clamp else \
+        _need(spec.lo <= v <= spec.hi, _int_text(spec)) and v
+
+
+def _p_mem(spec, args, cur):
+    v = parse_memory(args[0])
+    return _need(spec.lo <= v <= _I64, "must be a number of bytes >= %d, optionally with "
+                 "a unit (k, kb, m, mb, g, gb)" % spec.lo) and v
+
+
+_CLIENT_CLASSES = ("normal",)
+
+
+def _p_obl(spec, args, cur):
+    cls, hard, soft, secs = args
+    _need(cls.lower() in _CLIENT_CLASSES and re.fullmatch("[0-9]+", secs), "the class must "
+          "be one of %s and the soft seconds an integer >= 0" % ", ".join(_CLIENT_CLASSES))
+    limits = (parse_memory(hard), parse_memory(soft), int(secs))
+    return _need(min(limits) >= 0, "limits must not be negative") and {**cur, cls.lower(): limits}
+
+
+def _one(text_of):
+    return lambda spec, v: [(text_of(v), v != spec.default)]
+
+
+def _yesno(v):
+    return "yes" if v else "no"
+
+
+def _safe_word(text):
+    return _enc(text) if re.fullmatch(r"[\w.:/%@+-]+", text) else quote(_enc(text))
+
+
+def _dump_obl(spec, v):
+    return [(("%s %s %s %d" % (c, format_memory(h), format_memory(s), t)).encode(),
+             (h, s, t) != spec.default.get(c, (0, 0, 0))) for c, (h, s, t) in v.items()]
+
+
+KINDS = {
+    "int": Kind(1, "<integer>", _p_int, str, _one(lambda v: b"%d" % v)),
+    "mem": Kind(1, "<bytes>", _p_mem, str, _one(lambda v: format_memory(v).encode())),
+    "bool": Kind(1, "yes|no", lambda s, a, c: _need(a[0].lower() in ("yes", "no"), "must be "
+                 "'yes' or 'no'") and a[0].lower() == "yes", _yesno, _one(lambda v: _yesno(v).encode())),
+    "enum": Kind(1, "<choice>", lambda s, a, c: _need(a[0].lower() in s.choices, "must be one "
+                 "of " + ", ".join(s.choices)) and a[0].lower(), str, _one(str.encode)),
+    "str": Kind(1, "<string>", lambda s, a, c: (not s.check or s.check(a[0])) and a[0], str,
+                lambda s, v: [] if s.nullable and not v else [(quote(_enc(v)), v != s.default)]),
+    "octal": Kind(1, "<octal mode>", lambda s, a, c: _need(re.fullmatch("0*[0-7]{1,3}", a[0]),
+                  "must be an octal mode between 0 and 777") and int(a[0], 8),
+                  lambda v: "%o" % v, _one(lambda v: b"%o" % v)),
+    "list": Kind(-1, "<address> [<address> ...]", lambda s, a, c: _need(len(a) <= 16, "at most "
+                 "16 addresses are allowed") and list(a), " ".join,
+                 lambda s, v: [(b" ".join(map(_safe_word, v)), v != s.default)] if v else []),
+    "obl": Kind(4, "<class> <hard limit> <soft limit> <soft seconds>", _p_obl,
+                lambda v: " ".join("%s %d %d %d" % (c, *lim) for c, lim in v.items()), _dump_obl),
+    "pairs": Kind(2, "<command> <new name>", lambda s, a, c: c + [tuple(a)], repr,
+                  lambda s, v: []),
+}
+
+
+# -- extra checks, and run-time (CONFIG SET) parsers that differ from the file's --
+
+def _dir_error(path):
+    try:
+        if not stat.S_ISDIR(os.stat(path).st_mode):
+            return os.strerror(errno.ENOTDIR)
+    except (OSError, ValueError) as e:
+        return getattr(e, "strerror", None) or str(e)
+    return None
+
+
+def _check_logfile(path):
+    parent = os.path.dirname(os.path.abspath(path)) if path else None
+    return _need(not (parent and _dir_error(parent)), "can't open the log file: %s"
+                 % (parent and _dir_error(parent)))
+
+
+def _set_generic(spec, text, cur):
+    if spec.kind in ("int", "mem") and text.startswith("-"):
+        raise _Bad("negative")                            # CONFIG SET refuses all negatives
+    return KINDS[spec.kind].parse(spec, [text], cur)
+
+
+def _set_dir(spec, text, cur):
+    err = _dir_error(text)
+    if err:
+        raise ConfigSetError(b"Changing directory: " + err.encode())
+    return text
+
+
+def _set_obl(spec, text, cur):
+    words = text.split(" ") if text else []
+    if len(words) % 4:
+        raise _Bad("need <class> <hard> <soft> <seconds> groups")
+    new = dict(cur)
+    for k in range(0, len(words), 4):
+        cls, nums = words[k].lower(), words[k + 1:k + 4]
+        if cls not in _CLIENT_CLASSES or not all(re.fullmatch("[0-9]+", w) for w in nums):
+            raise _Bad("bad group")
+        new[cls] = tuple(int(w) for w in nums)
+    return new
+
+
+_S = Spec
+# In CONFIG GET order of the original server; then the project's own; then the
+# directives the original reads from the file but does not list in CONFIG GET.
+SPECS = (
+    _S("requirepass", "str", "", True, nullable=True,
+       check=lambda t: _need(len(_enc(t)) <= 512, "must be at most 512 bytes long")),
+    _S("unixsocket", "str", "", nullable=True),
+    _S("logfile", "str", "", check=_check_logfile),
+    _S("pidfile", "str", "/var/run/disque.pid"),
+    _S("maxmemory", "mem", 1024 ** 3, True, lo=1),
+    _S("maxmemory-samples", "int", 5, True, lo=1, hi=_I32),
+    _S("timeout", "int", 0, True, lo=0, hi=_I32),
+    _S("auto-aof-rewrite-percentage", "int", 100, True, lo=0, hi=_I32),
+    _S("auto-aof-rewrite-min-size", "mem", 64 * 1024 ** 2, True, lo=0),
+    _S("slowlog-log-slower-than", "int", 10000, True),
+    _S("latency-monitor-threshold", "int", 0, True, lo=0),
+    _S("slowlog-max-len", "int", 128, True, lo=0, hi=2 ** 32 - 1),
+    _S("port", "int", 7711, lo=0, hi=65535),
+    _S("tcp-backlog", "int", 511, lo=0, hi=_I32),
+    _S("databases", "int", 16, lo=1, hi=_I32),
+    _S("maxclients", "int", 10000, True, lo=1, hi=_I32),
+    _S("watchdog-period", "int", 0, True, lo=0),
+    _S("hz", "int", 10, True, lo=1, hi=500, clamp=True),
+    _S("cluster-node-timeout", "int", 15000, True, lo=1),
+    _S("tcp-keepalive", "int", 0, True, lo=0, hi=_I32, show=_yesno,     # yes/no, as the original
+       runtime=lambda s, t, c: int(KINDS["bool"].parse(s, [t], c))),
+    _S("no-appendfsync-on-rewrite", "bool", False),
+    _S("daemonize", "bool", False),
+    _S("activerehashing", "bool", True, True),
+    _S("aof-rewrite-incremental-fsync", "bool", True, True),
+    _S("aof-load-truncated", "bool", True, True),
+    _S("aof-enqueue-jobs-once", "bool", False, True),
+    _S("maxmemory-policy", "enum", "acks", True, choices=("acks", "noeviction")),
+    _S("loglevel", "enum", "notice", True, choices=("debug", "verbose", "notice", "warning")),
+    _S("appendfsync", "enum", "everysec", True, choices=("everysec", "always", "no")),
+    _S("syslog-facility", "enum", "local0",
+       choices=("user",) + tuple("local%d" % n for n in range(8))),
+    _S("appendonly", "bool", False, True),
+    _S("dir", "str", ".", True, show=os.path.abspath, runtime=_set_dir, check=lambda t: _need(
+        not _dir_error(t), "can't use it as working directory: %s" % _dir_error(t))),
+    _S("client-output-buffer-limit", "obl", {"normal": (0, 0, 0)}, True, runtime=_set_obl),
+    _S("unixsocketperm", "octal", 0),
+    _S("bind", "list", ["127.0.0.1"]),
+    _S("federation-policy", "str", "default", original=False,
+       check=lambda t: _need(t, "must not be empty")),
+    _S("persistence", "str", "", original=False),
+    _S("syslog-enabled", "bool", False, get=False),
+    _S("syslog-ident", "str", "disque", get=False),
+    _S("appendfilename", "str", "disque.aof", get=False,
+       check=lambda t: _need("/" not in t and "\\" not in t, "must be a file name, not a path")),
+    _S("cluster-config-file", "str", "nodes.conf", get=False),
+    _S("rename-command", "pairs", [], get=False, rewrite=False),
+)
+_BY_NAME = {s.name: s for s in SPECS}
+_SIGNATURE = b"# Generated by CONFIG REWRITE"
+_MAX_INCLUDE_DEPTH = 16
+
+
+def _copy(v):
+    return v.copy() if isinstance(v, (list, dict)) else v
 
 
 class Config:
+    """The configuration of one node; see the module docstring."""
+
     def __init__(self):
-        self.values = {s.name: (list(s.default) if isinstance(s.default, list) else s.default) for s in SPECS}
-        self.path = None
-        self._listeners = {}
+        self.path: "str | None" = None
+        self._values = {s.name: _copy(s.default) for s in SPECS}
+        self._listeners: "dict[str, list]" = {}
 
     @classmethod
-    def defaults(cls):
+    def defaults(cls) -> "Config":
         return cls()
 
     @classmethod
-    def from_file(cls, path):
+    def from_file(cls, path: str) -> "Config":
         config = cls()
-        config.path = os.path.abspath(path)
-        config._load(path, set())
+        config._load(path, 0)
+        config.path = os.path.abspath(path)       # still valid if the process chdir()s
         return config
 
-    def _load(self, path, seen):
-        real = os.path.realpath(path)
-        if real in seen:
-            raise ConfigError("%s: include loop" % path)
-        seen.add(real)
-        with open(path, encoding="utf-8", errors="surrogateescape") as f:
-            lines = f.read().splitlines()
-        for lineno, line in enumerate(lines, 1):
-            where = "%s:%d" % (path, lineno)
-            text = line.strip()
-            if not text or text.startswith("#"):
-                continue
-            try:
-                args = [a.decode("utf-8", "surrogateescape") for a in split_args(text.encode("utf-8", "surrogateescape"))]
-            except ProtocolError:
-                raise ConfigError("%s: unbalanced quotes (>>> %s)" % (where, text)) from None
-            name = args[0].lower()
-            if name == "include":
-                if len(args) != 2:
-                    raise ConfigError("%s: include expects one file (>>> %s)" % (where, text))
-                self._load(os.path.join(os.path.dirname(path), args[1]), seen)
-                continue
-            self._assign(name, args[1:], where, text)
+    def __getitem__(self, name: str):
+        return _copy(self._values[name])
 
-    def _assign(self, name, args, where, text=None):
-        spec = SPEC_BY_NAME.get(name)
-        shown = " (>>> %s)" % text if text else ""
-        if spec is None:
-            raise ConfigError("%s: unknown directive '%s'%s" % (where, name, shown))
-        if not args and spec.kind != "list":
-            raise ConfigError("%s: '%s' needs a value%s" % (where, name, shown))
+    def changed_from_default(self) -> "dict[str, object]":
+        return {s.name: self[s.name] for s in SPECS if self._values[s.name] != s.default}
+
+    def add_listener(self, name: str, callback) -> None:
+        """callback(new_value) after each successful set() of ``name``."""
+        self._listeners.setdefault(name.lower(), []).append(callback)
+
+    # -- loading --
+
+    def _load(self, path, depth):
         try:
-            self.values[name] = spec.parse(args)
-        except ValueError as e:
-            raise ConfigError("%s: invalid value '%s' for '%s': %s%s" % (where, " ".join(args), name, e, shown)) from None
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            problem = "can't open config file '%s': %s" % (path, e.strerror or e)
+            if depth:
+                raise _Problem(problem) from None          # reported at the include line
+            raise ConfigError(problem) from None
+        for lineno, raw in enumerate(data.split(b"\n"), 1):
+            line = raw.strip(b" \t\r\n")
+            if not line or line.startswith(b"#"):
+                continue
+            args = split_args(line)
+            try:
+                if args is None:
+                    raise _Problem("unbalanced quotes")
+                if args:
+                    self._apply(_dec(args[0]).lower(), [_dec(a) for a in args[1:]], path, depth)
+            except _Problem as e:
+                raise ConfigError("%s:%d: %s (>>> %s)" % (
+                    path, lineno, e, line.decode("utf-8", "replace"))) from None
 
-    def apply_overrides(self, overrides):
-        for name, value in overrides.items():
-            key = name.lower().lstrip("-")
-            spec = SPEC_BY_NAME.get(key)
-            args = value.split() if spec is not None and spec.kind in ("list", "buffer-limit") else [value]
-            self._assign(key, args, "option --%s" % key)
+    def _apply(self, name, args, base, depth):
+        if name == "include":
+            if len(args) != 1:
+                raise _Problem("wrong number of arguments for 'include': expected 1 "
+                               "(<path>), got %d" % len(args))
+            if depth >= _MAX_INCLUDE_DEPTH:
+                raise _Problem("includes nested more than %d deep (a loop?)" % _MAX_INCLUDE_DEPTH)
+            self._load(os.path.join(os.path.dirname(base or ""), args[0]), depth + 1)
+            return
+        spec = _BY_NAME.get(name)
+        if spec is None:
+            raise _Problem("unknown directive '%s'" % name)
+        kind = KINDS[spec.kind]
+        if len(args) != kind.nargs and not (kind.nargs < 0 and args):
+            raise _Problem("wrong number of arguments for '%s': expected %s (%s), got %d" % (
+                name, kind.nargs if kind.nargs > 0 else "at least 1", kind.usage, len(args)))
+        try:
+            self._values[name] = kind.parse(spec, args, self._values[name])
+        except _Bad as e:
+            raise _Problem("invalid value '%s' for '%s': %s" % (" ".join(args), name, e)) from None
 
-    def __getitem__(self, name):
-        return self.values[name]
+    def apply_overrides(self, overrides: "dict[str, str]") -> None:
+        """Command-line overrides, validated like file lines.  Directives taking
+        several arguments (bind, client-output-buffer-limit, rename-command) are
+        split with the file's quoting rules; the others take the value verbatim."""
+        for option, value in overrides.items():
+            name = option.strip().lower()
+            spec = _BY_NAME.get(name)
+            try:
+                if name == "include" or (spec and KINDS[spec.kind].nargs == 1):
+                    args = [value]
+                else:
+                    words = split_args(_enc(value))
+                    if words is None:
+                        raise _Problem("unbalanced quotes in '%s'" % value)
+                    args = [_dec(w) for w in words]
+                self._apply(name, args, None, 0)
+            except _Problem as e:
+                raise ConfigError("command-line option '%s': %s" % (option, e)) from None
 
-    def add_listener(self, name, callback):
-        self._listeners.setdefault(name, []).append(callback)
+    # -- CONFIG GET / SET --
 
-    # -- CONFIG GET / SET / REWRITE -------------------------------------
-
-    def get_all(self, pattern: bytes):
-        pat = pattern.decode("utf-8", "surrogateescape")
+    def get_all(self, pattern: bytes) -> "list[tuple[bytes, bytes]]":
+        """CONFIG GET.  Project parameters answer only to their exact name,
+        so glob replies (``CONFIG GET *``) stay those of the original."""
         out = []
         for spec in SPECS:
-            if spec.shown and fnmatch.fnmatchcase(spec.name, pat):
-                value = self.values[spec.name]
-                rendered = spec.render(value)
-                if spec.name == "tcp-keepalive" and _TCP_KEEPALIVE_AS_BOOL:
-                    rendered = b"yes" if value else b"no"
-                out.append((spec.name.encode(), rendered))
+            if not spec.original and pattern != spec.name.encode():
+                continue
+            if spec.get and stringmatch(pattern, spec.name.encode()):
+                shown = (spec.show or KINDS[spec.kind].show)(self._values[spec.name])
+                out.append((spec.name.encode(), _enc(shown)))
         return out
 
-    def set(self, name: bytes, value: bytes):
-        key = name.decode("utf-8", "replace").lower()
-        spec = SPEC_BY_NAME.get(key)
+    def set(self, name: bytes, value: bytes) -> None:
+        key = _dec(name.lower())
+        spec = _BY_NAME.get(key)
         if spec is None or not spec.settable:
             raise ConfigSetError(b"Unsupported CONFIG parameter: " + name)
-        text = value.decode("utf-8", "surrogateescape")
         try:
-            args = text.split() if spec.kind in ("list", "buffer-limit") else [text]
-            if spec.kind == "buffer-limit" and (len(args) % 4 or not args):
-                raise ValueError
-            native = spec.parse(args)
-        except ValueError:
-            raise ConfigSetError(b"Invalid argument '" + value + b"' for CONFIG SET '" + name + b"'") from None
-        self.values[key] = native
-        for callback in self._listeners.get(key, ()):
-            callback(native)
+            new = (spec.runtime or _set_generic)(spec, _dec(value), self._values[key])
+        except _Bad:
+            raise ConfigSetError(b"Invalid argument '" + value + b"' for CONFIG SET '"
+                                 + name + b"'") from None
+        self._values[key] = new
+        for callback in list(self._listeners.get(key, ())):
+            callback(_copy(new))
 
-    def changed_from_default(self):
-        return {s.name: self.values[s.name] for s in SPECS if self.values[s.name] != s.default}
+    # -- CONFIG REWRITE --
 
-    def rewrite(self):
-        if not self.path:
+    def rewrite(self) -> None:
+        """Rewrite the file in place, Redis style: comments, unknown directives
+        and includes stay; each known directive reuses its old lines in order
+        (extra duplicates are blanked); non-default values not yet in the file
+        are appended after a signature line.  Written atomically."""
+        if self.path is None:
             raise ConfigSetError(b"The server is running without a config file")
         try:
-            with open(self.path, encoding="utf-8", errors="surrogateescape") as f:
-                lines = f.read().splitlines()
+            target = os.path.realpath(self.path)
+            try:
+                with open(target, "rb") as f:
+                    old = f.read().split(b"\n")
+            except FileNotFoundError:
+                old = [b""]
+            _write_atomically(target, self._rewritten(old[:-1] if old[-1] == b"" else old))
         except OSError as e:
-            raise ConfigSetError(b"Rewriting config file: " + (e.strerror or str(e)).encode())
-        out, done = [], set()
-        for line in lines:
-            text = line.strip()
-            name = None
-            if text and not text.startswith("#"):
-                try:
-                    name = split_args(text.encode("utf-8", "surrogateescape"))[0].decode().lower()
-                except (ProtocolError, IndexError, UnicodeDecodeError):
-                    name = None
-            spec = SPEC_BY_NAME.get(name) if name else None
-            if spec is None:
-                out.append(line)
+            raise ConfigSetError(b"Rewriting config file: " + (e.strerror or str(e)).encode()) from None
+
+    def _rewritten(self, old_lines):
+        lines, slots, has_tail = [], {}, False
+        for raw in old_lines:
+            line = raw.strip(b" \t\r\n")
+            args = split_args(line) if line and not line.startswith(b"#") else []
+            if args is None:
+                line = b"# ??? " + line
+            elif args:
+                slots.setdefault(_dec(args[0].lower()), []).append(len(lines))
+            has_tail |= line == _SIGNATURE
+            lines.append(line)
+        for spec in SPECS:
+            if not spec.rewrite:
                 continue
-            if name in done:
-                continue  # duplicates of a rewritten directive go away
-            done.add(name)
-            out.append("%s %s" % (name, spec.render_file(self.values[name])))
-        extra = [s for s in SPECS if s.name not in done and self.values[s.name] != s.default]
-        if extra:
-            out.append("# Generated by CONFIG REWRITE")
-            out.extend("%s %s" % (s.name, s.render_file(self.values[s.name])) for s in extra)
-        data = "\n".join(out) + "\n"
-        directory = os.path.dirname(self.path) or "."
-        try:
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".disque-conf-")
-            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except OSError as e:
-            raise ConfigSetError(b"Rewriting config file: " + (e.strerror or str(e)).encode())
+            free = slots.setdefault(spec.name, [])
+            for text, force in KINDS[spec.kind].dump(spec, self._values[spec.name]):
+                new = spec.name.encode() + b" " + text
+                if free:
+                    lines[free.pop(0)] = new
+                elif force:
+                    if not has_tail:
+                        lines.append(_SIGNATURE)
+                        has_tail = True
+                    lines.append(new)
+            for index in free:                            # duplicates, or now unset
+                lines[index] = b""
+        return b"".join(line + b"\n" for i, line in enumerate(lines)
+                        if line or i == 0 or lines[i - 1])      # runs of blank lines -> one
+
+
+def _write_atomically(path, content):
+    """Temp file in the same directory, fsync, rename: readers see old or new, never half."""
+    mode = stat.S_IMODE(os.stat(path).st_mode) if os.path.exists(path) else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
