@@ -13,7 +13,8 @@
 import hashlib
 import os
 import struct
-from base64 import b64encode
+from binascii import b2a_base64
+from functools import lru_cache
 
 JOB_ID_LEN = 40
 
@@ -23,11 +24,13 @@ _pack_counter = struct.Struct("<Q").pack
 class JobIdGenerator:
     """Generates job IDs for one node.  Not thread safe (the node is not)."""
 
-    __slots__ = ("_prefix", "_seed", "_counter")
+    __slots__ = ("_prefix", "_seeded", "_counter")
 
     def __init__(self, node_id: bytes, seed: bytes | None = None):
         self._prefix = b"D-" + node_id[:8] + b"-"
-        self._seed = seed if seed is not None else os.urandom(20)
+        # SHA1 state after absorbing the seed; copied per ID (cheaper than
+        # hashing seed || counter from scratch).
+        self._seeded = hashlib.sha1(seed if seed is not None else os.urandom(20))
         self._counter = 0
 
     def set_node_id(self, node_id: bytes) -> None:
@@ -36,17 +39,23 @@ class JobIdGenerator:
     def new_id(self, ttl: int, retry: int) -> bytes:
         """Return a new ID for a job with ``ttl`` seconds and ``retry`` seconds."""
         self._counter += 1
-        digest = hashlib.sha1(self._seed + _pack_counter(self._counter)).digest()
-        return self._prefix + b64encode(digest[:18]) + ttl_suffix(ttl, retry)
+        h = self._seeded.copy()
+        h.update(_pack_counter(self._counter))
+        return self._prefix + b2a_base64(h.digest()[:18], newline=False) + ttl_suffix(ttl, retry)
 
 
-def ttl_suffix(ttl: int, retry: int) -> bytes:
-    """The ``-tttt`` suffix: TTL minutes, odd iff ``retry > 0``."""
+@lru_cache(maxsize=4096)
+def _suffix(ttl: int, at_least_once: bool) -> bytes:
+    """The ``-tttt`` suffix: TTL minutes, odd iff at-least-once."""
     minutes = ttl // 60
     if minutes > 0xFFFF:
         minutes = 0xFFFF
-    minutes = (minutes | 1) if retry > 0 else (minutes & ~1)
+    minutes = (minutes | 1) if at_least_once else (minutes & ~1)
     return b"-%04x" % minutes
+
+
+def ttl_suffix(ttl: int, retry: int) -> bytes:
+    return _suffix(ttl, retry > 0)
 
 
 def is_valid(job_id: bytes) -> bool:

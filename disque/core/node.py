@@ -238,8 +238,8 @@ class NodeState:
         leaving = self.cluster.leaving
         extrepl = leaving or self.memory_level() > 0
         additional = repl if extrepl else repl - 1
-        reachable = self.cluster.reachable
-        if additional > reachable:
+        if additional > 0 and additional > self.cluster.reachable:
+            reachable = self.cluster.reachable
             if extrepl and additional - 1 == reachable:
                 reason = b"I'm leaving the cluster" if leaving else b"I'm out of memory"
                 raise CommandError(b"NOREPL", b"Not enough reachable nodes for the requested replication level, since I'm unable to hold a copy of the message for the following reason: " + reason)
@@ -258,10 +258,10 @@ class NodeState:
             now + (delay or retry) * 1000,
         )
         job.delivered = self._my_delivered
-        if not self.register(job):  # 144 random bits: only a bug gets here
+        if not self.jobs.add(job.id, job):  # 144 random bits: only a bug gets here
             raise CommandError(b"ERR", b"Internal error creating the job, check server logs")
         if delay == 0:
-            self.enqueue(job)
+            self.enqueue(job)  # schedules the job
         else:
             job.state = J.ACTIVE
             self.update_awake(job)
