@@ -28,6 +28,8 @@ def parse_ll(value: bytes):
 
 def parse_timeout(value: bytes) -> int:
     """Milliseconds timeout for ADDJOB / GETJOB; raises CommandError."""
+    if value == b"0":
+        return 0
     n = parse_ll(value)
     if n is None:
         raise CommandError(b"ERR", b"timeout is not an integer or out of range")

@@ -63,6 +63,7 @@ class NodeState:
     def __init__(self, node_id: bytes, now: int = 0, rng=None, host=b"", port=0):
         self.now = now
         self.rng = rng or _random.Random()
+        self._random = self.rng.random
         self.cluster = ClusterView(node_id, host, port)
         self.ids = JobIdGenerator(node_id, seed=self.rng.randbytes(20))
         self.jobs = BucketedDict(4096)
@@ -77,7 +78,7 @@ class NodeState:
         self._deadlines = []  # heap of (deadline, seq, Blocked); stale when done
         self._block_seq = 0
         self._idle_queues = {}  # name -> Queue, candidates for reclaiming
-        self.memory_level = lambda: 0  # 0 ok, 1 >75%, 2 >95%, 3 full
+        self.memory_level = 0  # 0 ok, 1 >75%, 2 >95%, 3 full (set by the host)
 
     # ------------------------------------------------------------------
     # Time
@@ -87,7 +88,7 @@ class NodeState:
         self.now = now
 
     def _jitter(self) -> int:
-        return self.rng.randrange(TIME_ERR)
+        return int(self._random() * TIME_ERR)
 
     @property
     def my_id(self) -> bytes:
@@ -126,8 +127,9 @@ class NodeState:
             self.queues.add(name, q)
         return q
 
-    def enqueue(self, job, nack: bool = False) -> bool:
-        """ENQUEUE(job): put an active job in its queue; see queue.c."""
+    def enqueue(self, job, nack: bool = False, q=None) -> bool:
+        """ENQUEUE(job): put an active job in its queue; see queue.c.
+        ``q`` is the job's queue when the caller already looked it up."""
         if job.state == J.QUEUED or job.qtime == 0:
             return False
         if job.retry == 0 and job.flags & J.F_DELIVERED:
@@ -147,9 +149,10 @@ class NodeState:
         else:
             job.flags |= J.F_BCAST_QUEUED
         self.update_awake(job)
-        q = self.queues.get(job.queue)
         if q is None:
-            q = self.queue_for(job.queue)
+            q = self.queues.get(job.queue)
+            if q is None:
+                q = self.queue_for(job.queue)
         q.jobs.add(job)
         q.atime = self.now // 1000
         q.jobs_in += 1
@@ -236,7 +239,7 @@ class NodeState:
         if retry == -1:
             retry = J.default_retry(ttl)
         leaving = self.cluster.leaving
-        extrepl = leaving or self.memory_level() > 0
+        extrepl = leaving or self.memory_level > 0
         additional = repl if extrepl else repl - 1
         if additional > 0 and additional > self.cluster.reachable:
             reachable = self.cluster.reachable
@@ -252,16 +255,19 @@ class NodeState:
                 raise CommandError(b"PAUSED", b"Queue paused in input, try later")
             queue = q.name  # share one bytes object per queue name
         now = self.now
+        ctime = now * 1_000_000
+        if ctime <= self._prev_ctime:
+            ctime = self._prev_ctime + 1
+        self._prev_ctime = ctime
         job = J.Job(
             self.ids.new_id(ttl, retry), queue, body, J.WAIT_REPL, repl,
-            self.new_ctime(), now + ttl * 1000, delay, retry,
-            now + (delay or retry) * 1000,
+            ctime, now + ttl * 1000, delay, retry, now + (delay or retry) * 1000,
         )
         job.delivered = self._my_delivered
         if not self.jobs.add(job.id, job):  # 144 random bits: only a bug gets here
             raise CommandError(b"ERR", b"Internal error creating the job, check server logs")
         if delay == 0:
-            self.enqueue(job)  # schedules the job
+            self.enqueue(job, False, q)  # schedules the job
         else:
             job.state = J.ACTIVE
             self.update_awake(job)

@@ -166,6 +166,10 @@ class RequestParser:
             self._chunks.append(data if type(data) is bytes else bytes(data))
             self._len += len(data)
 
+    def failed(self) -> bool:
+        """True when a protocol error is waiting to be raised by parse()."""
+        return self._error is not None
+
     def pending(self):
         """Number of buffered bytes not yet consumed (Redis' ``qbuf``)."""
         return self._len

@@ -72,7 +72,7 @@ class RespProtocol(Protocol):
         commands = []
         try:
             commands = parser.parse()
-            if commands:
+            if commands and parser.failed():
                 parser.parse()  # [] unless an error followed them: it raises
         except ProtocolError as e:
             error = e.args[0]

@@ -1,0 +1,189 @@
+"""Benchmark a disque node against redis-server on this machine.
+
+Usage::
+
+    .venv/bin/python benchmarks/run.py [--requests 100000] [--memory-jobs 1000000]
+                                      [--skip-memory] [--markdown]
+
+Starts a real ``twistd -n disque`` node and a ``redis-server`` (the
+calibration: same machine, same benchmark tool), both on free 127.0.0.1
+ports, and runs ``redis-benchmark`` (from redis-tools) against them:
+
+* redis-server PING and LPUSH, disque PING        (calibration)
+* ADDJOB, 50 clients, unpipelined and ``-P 16``
+* GETJOB NOHANG, 50 clients (the queue is filled first)
+* a full ADDJOB + GETJOB + ACKJOB cycle from one pipelined Python client
+
+and the memory per job: RSS growth of a fresh node after adding
+``--memory-jobs`` jobs with 100-byte bodies, divided by the job count.
+
+Both servers are stopped at the end, whatever happens.  The numbers depend
+on the machine: compare ratios (ADDJOB vs the node's own PING), not rates.
+"""
+
+import argparse
+import csv
+import io
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+from support import Client, NodeProcess, free_port  # noqa: E402
+
+
+def redis_benchmark(port, clients, requests, *command, pipeline=1):
+    exe = shutil.which("redis-benchmark")
+    if not exe:
+        sys.exit("redis-benchmark not found: apt-get install redis-tools")
+    args = [exe, "-p", str(port), "-c", str(clients), "-n", str(requests), "-P", str(pipeline), "--csv"]
+    if command and command[0].startswith("-t"):
+        args += list(command)
+    else:
+        args += list(command)
+    out = subprocess.run(args, capture_output=True, text=True, timeout=600).stdout
+    rows = list(csv.reader(io.StringIO(out)))
+    for row in rows[1:]:
+        if len(row) >= 2:
+            return float(row[1]), float(row[4])  # rps, p50 ms
+    raise RuntimeError("no result from redis-benchmark %s: %r" % (command, out))
+
+
+def start_redis():
+    exe = shutil.which("redis-server")
+    if not exe:
+        return None, None
+    port = free_port()
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    return None, None
+
+
+def fill(port, queue, n, body=b"x" * 100, batch=1000):
+    c = Client(port, timeout=120)
+    cmd = Client.encode("ADDJOB", queue, body, "0")
+    done = 0
+    while done < n:
+        k = min(batch, n - done)
+        c.send(cmd * k)
+        for _ in range(k):
+            c.read()
+        done += k
+    c.close()
+
+
+def cycle(port, n, batch=100):
+    """ADDJOB + GETJOB + ACKJOB for ``n`` jobs, ``batch`` at a time, one
+    pipelined connection; returns full cycles per second."""
+    c = Client(port, timeout=120)
+    add = Client.encode("ADDJOB", "cycleq", "x" * 100, "0")
+    get = Client.encode("GETJOB", "NOHANG", "COUNT", str(batch), "FROM", "cycleq")
+    start = time.perf_counter()
+    done = 0
+    while done < n:
+        c.send(add * batch + get)
+        for _ in range(batch):
+            c.read()
+        jobs = c.read()
+        ids = [j[1] for j in jobs]
+        c.send(Client.encode("ACKJOB", *ids))
+        assert c.read() == len(ids)
+        done += batch
+    elapsed = time.perf_counter() - start
+    c.close()
+    return n / elapsed
+
+
+def info_field(port, section, field):
+    c = Client(port)
+    text = c.call("INFO", section).decode()
+    c.close()
+    for line in text.splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split(":", 1)[1])
+    raise KeyError(field)
+
+
+def memory_per_job(workdir, n):
+    node = NodeProcess(os.path.join(workdir, "mem")).start()
+    try:
+        before = info_field(node.port, "memory", "used_memory")
+        t = time.perf_counter()
+        fill(node.port, "memq", n)
+        rate = n / (time.perf_counter() - t)
+        after = info_field(node.port, "memory", "used_memory")
+        jobs = info_field(node.port, "jobs", "registered_jobs")
+        assert jobs == n, (jobs, n)
+        return (after - before) / n, rate
+    finally:
+        node.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=100000)
+    ap.add_argument("--memory-jobs", type=int, default=1000000)
+    ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="print a markdown table")
+    args = ap.parse_args()
+    n = args.requests
+    results = []
+    workdir = tempfile.mkdtemp(prefix="disque-bench-")
+    redis_proc, redis_port = start_redis()
+    node = NodeProcess(os.path.join(workdir, "node")).start()
+    try:
+        if redis_port:
+            results.append(("redis-server PING, 50 clients", *redis_benchmark(redis_port, 50, n, "PING")))
+            results.append(("redis-server LPUSH, 50 clients", *redis_benchmark(redis_port, 50, n, "LPUSH", "l", "x")))
+        ping = redis_benchmark(node.port, 50, n, "PING")
+        results.append(("disque PING, 50 clients", *ping))
+        add = redis_benchmark(node.port, 50, n, "ADDJOB", "q", "x" * 100, "0")
+        results.append(("disque ADDJOB, 50 clients", *add))
+        addp = redis_benchmark(node.port, 50, n * 4, "ADDJOB", "qp", "x" * 100, "0", pipeline=16)
+        results.append(("disque ADDJOB, 50 clients, -P 16", *addp))
+        fill(node.port, "gq", n)
+        get = redis_benchmark(node.port, 50, n, "GETJOB", "NOHANG", "FROM", "gq")
+        results.append(("disque GETJOB NOHANG, 50 clients", *get))
+        cyc = cycle(node.port, n)
+        results.append(("disque ADDJOB+GETJOB+ACKJOB cycle, 1 pipelined client", cyc, float("nan")))
+    finally:
+        node.stop()
+        if redis_proc:
+            redis_proc.kill()
+            redis_proc.wait()
+    mem = None
+    if not args.skip_memory:
+        mem = memory_per_job(workdir, args.memory_jobs)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+    print("| benchmark | ops/s | p50 ms |")
+    print("|---|---:|---:|")
+    for name, rps, p50 in results:
+        print("| %s | %.0f | %s |" % (name, rps, "-" if p50 != p50 else "%.3f" % p50))
+    print()
+    print("ADDJOB / disque PING (unpipelined): %.2f" % (add[0] / ping[0]))
+    if redis_port:
+        print("disque PING / redis-server PING: %.2f" % (ping[0] / results[0][1]))
+        print("disque ADDJOB / redis-server LPUSH: %.2f" % (add[0] / results[1][1]))
+    if mem:
+        print("memory: %.0f bytes per job (%d jobs, 100-byte bodies; loaded at %.0f jobs/s)"
+              % (mem[0], args.memory_jobs, mem[1]))
+
+
+if __name__ == "__main__":
+    main()
