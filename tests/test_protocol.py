@@ -1,0 +1,152 @@
+"""The RESP adapter in memory: StringTransport + Clock, no sockets."""
+
+from twisted.internet import task
+from twisted.internet.testing import StringTransport
+
+from disque.config import Config
+from disque.persistence.none import NoPersistence
+from disque.resp.protocol import RespProtocol
+from disque.service import NodeRuntime
+
+T0 = 1_795_347_500.0
+
+
+class CountingTransport(StringTransport):
+    def __init__(self):
+        super().__init__()
+        self.writes = 0
+
+    def write(self, data):
+        self.writes += 1
+        super().write(data)
+
+
+def make_runtime(**overrides):
+    clock = task.Clock()
+    clock.advance(T0)
+    config = Config.defaults()
+    if overrides:
+        config.apply_overrides(overrides)
+    return NodeRuntime(config, clock, NoPersistence(), lambda: None), clock
+
+
+def connect(rt):
+    proto = RespProtocol(rt)
+    transport = CountingTransport()
+    proto.makeConnection(transport)
+    return proto, transport
+
+
+def cmd(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def take(transport):
+    data = transport.value()
+    transport.clear()
+    return data
+
+
+def test_pipeline_is_answered_with_one_write():
+    rt, _ = make_runtime()
+    proto, tr = connect(rt)
+    proto.dataReceived(cmd("PING") + b"PING\r\n" + cmd("QLEN", "q") + cmd("PING", "x"))
+    assert take(tr) == b"+PONG\r\n+PONG\r\n:0\r\n$1\r\nx\r\n"
+    assert tr.writes == 1
+
+
+def test_blocked_getjob_parks_the_pipeline_until_served():
+    rt, clock = make_runtime()
+    consumer, ctr = connect(rt)
+    producer, ptr = connect(rt)
+    consumer.dataReceived(cmd("GETJOB", "FROM", "q") + cmd("PING", "after"))
+    assert take(ctr) == b""
+    producer.dataReceived(cmd("ADDJOB", "q", "body", 0))
+    job_id = take(ptr)[1:-2]
+    assert len(job_id) == 40
+    assert take(ctr) == (b"*1\r\n*3\r\n$1\r\nq\r\n$40\r\n" + job_id + b"\r\n$4\r\nbody\r\n"
+                         b"$5\r\nafter\r\n")
+
+
+def test_getjob_timeout_answers_null_array_on_the_clock():
+    rt, clock = make_runtime()
+    proto, tr = connect(rt)
+    proto.dataReceived(cmd("GETJOB", "TIMEOUT", 250, "FROM", "q"))
+    clock.advance(0.2)
+    assert take(tr) == b""
+    clock.advance(0.06)
+    assert take(tr) == b"*-1\r\n"
+
+
+def test_requeue_and_ttl_follow_the_clock():
+    rt, clock = make_runtime()
+    proto, tr = connect(rt)
+    proto.dataReceived(cmd("ADDJOB", "q", "b", 0, "RETRY", 1, "TTL", 5))
+    job_id = take(tr)[1:-2]
+    proto.dataReceived(cmd("GETJOB", "NOHANG", "FROM", "q") + cmd("QLEN", "q"))
+    assert take(tr).endswith(b":0\r\n")
+    clock.advance(1.6)
+    proto.dataReceived(cmd("QLEN", "q"))
+    assert take(tr) == b":1\r\n"
+    clock.advance(3.5)
+    proto.dataReceived(cmd("SHOW", job_id) + cmd("QLEN", "q"))
+    assert take(tr) == b"$-1\r\n:0\r\n"
+
+
+def test_disconnected_blocked_client_takes_no_job():
+    rt, _ = make_runtime()
+    consumer, _ = connect(rt)
+    consumer.dataReceived(cmd("GETJOB", "FROM", "q"))
+    consumer.connectionLost(None)
+    producer, ptr = connect(rt)
+    producer.dataReceived(cmd("ADDJOB", "q", "b", 0) + cmd("QLEN", "q"))
+    assert take(ptr).endswith(b":1\r\n")
+
+
+def test_protocol_error_after_good_commands_answers_them_then_closes():
+    rt, _ = make_runtime()
+    proto, tr = connect(rt)
+    proto.dataReceived(b"PING\r\n*abc\r\n")
+    assert take(tr) == b"+PONG\r\n-ERR Protocol error: invalid multibulk length\r\n"
+    assert tr.disconnecting
+    assert tr.writes == 1
+
+
+def test_client_reply_off_skip_on():
+    rt, _ = make_runtime()
+    proto, tr = connect(rt)
+    proto.dataReceived(cmd("CLIENT", "REPLY", "OFF") + cmd("PING"))
+    assert take(tr) == b""
+    proto.dataReceived(cmd("CLIENT", "REPLY", "ON") + cmd("CLIENT", "REPLY", "SKIP") + cmd("PING", "a") + cmd("PING", "b"))
+    assert take(tr) == b"+OK\r\n$1\r\nb\r\n"
+
+
+def test_maxclients_rejects_extra_connections():
+    rt, _ = make_runtime(maxclients="2")
+    connect(rt)
+    connect(rt)
+    third, tr = connect(rt)
+    assert take(tr) == b"-ERR max number of clients reached\r\n"
+    assert tr.disconnecting and rt.ctx.stats.rejected == 1
+
+
+def test_requirepass():
+    rt, _ = make_runtime(requirepass="s3cret")
+    proto, tr = connect(rt)
+    proto.dataReceived(cmd("PING") + cmd("AUTH", "bad") + cmd("AUTH", "s3cret") + cmd("PING"))
+    assert take(tr) == (b"-NOAUTH Authentication required.\r\n-ERR invalid password\r\n"
+                        b"+OK\r\n+PONG\r\n")
+
+
+def test_leaving_unblocks_waiting_consumers():
+    rt, _ = make_runtime()
+    consumer, ctr = connect(rt)
+    admin, atr = connect(rt)
+    consumer.dataReceived(cmd("GETJOB", "FROM", "q"))
+    admin.dataReceived(cmd("CLUSTER", "LEAVING", "yes"))
+    assert take(atr) == b"+OK\r\n"
+    assert take(ctr) == b"-LEAVING This node is leaving the cluster, please connect to a different one\r\n"
