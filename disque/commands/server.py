@@ -37,10 +37,12 @@ def node_priority(node, cluster_node) -> bytes:
 @command("hello", 1, "readonly fast")
 def hello(ctx, client, argv):
     node = ctx.node
+    # Version, my ID, then one [id, host, port, priority] array per node,
+    # all in the top level array (helloCommand).
     entries = []
     for n in node.cluster.nodes.values():
         entries.append(R.bulk_array((n.id, n.host, b"%d" % n.port, node_priority(node, n))))
-    return b"*3\r\n:1\r\n" + R.bulk(node.my_id) + R.array(entries)
+    return b"*%d\r\n:1\r\n" % (2 + len(entries)) + R.bulk(node.my_id) + b"".join(entries)
 
 
 # ----------------------------------------------------------------------
@@ -151,11 +153,12 @@ DEFAULT_SECTIONS = (b"server", b"clients", b"memory", b"jobs", b"queues", b"pers
 
 
 def info_text(ctx, section: bytes = b"default") -> bytes:
+    """Sections separated by an empty line; no empty line after the last."""
     if section in (b"default", b"all"):
         names = DEFAULT_SECTIONS + ((b"commandstats",) if section == b"all" else ())
-        return b"\r\n".join(INFO_SECTIONS[n](ctx) for n in names) + b"\r\n"
+        return b"\r\n".join(INFO_SECTIONS[n](ctx) for n in names)
     fn = INFO_SECTIONS.get(section)
-    return fn(ctx) + b"\r\n" if fn else b""
+    return fn(ctx) if fn else b""
 
 
 @command("info", -1, "readonly loading")
@@ -448,7 +451,7 @@ def debug(ctx, client, argv):
     if sub == b"error" and argc == 3:
         return b"-" + argv[2].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
     if sub == b"structsize" and argc == 2:
-        return R.status(ctx.host.struct_sizes())
+        return R.bulk(ctx.host.struct_sizes())
     if sub == b"jobs" and argc == 2:
         return R.integer(len(ctx.node.jobs))
     return _debug_error(argv[1])

@@ -59,8 +59,8 @@ class BucketedDict:
         """Return ``(next_cursor, values)``.
 
         Visits whole buckets from ``cursor`` on until ``count`` values were
-        collected (a hint, as in Redis) or ``count * 10`` buckets were
-        visited; ``next_cursor`` is 0 when the iteration is complete.
+        collected (a hint, as in Redis) or ``count * 10`` non-empty buckets
+        were visited; ``next_cursor`` is 0 when the iteration is complete.
         ``match`` filters values.  Cursors past the end finish at once.
         """
         nbuckets = self._mask + 1
@@ -69,17 +69,20 @@ class BucketedDict:
         out = []
         budget = count * 10
         index = cursor
+        buckets = self._buckets
         while True:
-            bucket = self._buckets[index]
+            bucket = buckets[index]
+            index += 1
             if bucket:
                 if match is None:
                     out.extend(bucket.values())
                 else:
                     out.extend(v for v in bucket.values() if match(v))
-            index += 1
+                if not busyloop:
+                    # Only non-empty buckets count as work: skipping empty
+                    # ones is cheap, and a small table is returned at once.
+                    budget -= 1
+                    if (budget <= 0 or len(out) >= count) and index < nbuckets:
+                        return index, out
             if index >= nbuckets:
                 return 0, out
-            if not busyloop:
-                budget -= 1
-                if budget <= 0 or len(out) >= count:
-                    return index, out
