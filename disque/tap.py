@@ -2,8 +2,9 @@
 
 Options override the config file; every directive of the file can also be
 given as ``--set name=value`` (repeatable).  Bad files, unknown directives and
-bad values stop start-up with a one-line explanation (a ``UsageError``), never
-a traceback.
+bad values stop start-up with a one-line explanation on stderr and exit
+status 1 (a ``SystemExit``: for a ``UsageError`` twistd would print its whole
+usage text first), never a traceback.
 """
 
 from twisted.python import usage
@@ -54,16 +55,21 @@ class Options(usage.Options):
             config = Config.from_file(self["config"]) if self["config"] else Config.defaults()
             config.apply_overrides(self.overrides)
         except ConfigError as e:
-            raise usage.UsageError(str(e))
+            _fail(str(e))
         except OSError as e:
-            raise usage.UsageError("cannot read config file %r: %s" % (self["config"], e.strerror))
+            _fail("cannot read config file %r: %s" % (self["config"], e.strerror))
         from .plugins import StrategyNotFound, check_strategies
 
         try:
             check_strategies(config)
         except StrategyNotFound as e:
-            raise usage.UsageError(str(e))
+            _fail(str(e))
         self.config = config
+
+
+def _fail(message):
+    """Stop start-up: one line on stderr, exit status 1."""
+    raise SystemExit("disque: " + message.replace("\n", " "))
 
 
 def makeService(options):

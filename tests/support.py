@@ -89,7 +89,8 @@ class NodeProcess:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
-                    if s.recv(16) == b"+PONG\r\n":
+                    # -NOAUTH: up, with requirepass set.
+                    if s.recv(64).startswith((b"+PONG\r\n", b"-NOAUTH")):
                         return
             except OSError:
                 time.sleep(0.05)
@@ -175,6 +176,73 @@ class Client:
             if not chunk:
                 raise ConnectionError("closed")
             self.reader.feed(chunk)
+
+    def nothing_within(self, seconds) -> bool:
+        """True if no byte arrives for ``seconds`` (the connection stays open
+        and silent); bytes that do arrive are kept for the next read()."""
+        self.sock.settimeout(seconds)
+        try:
+            chunk = self.sock.recv(65536)
+        except socket.timeout:
+            return True
+        finally:
+            self.sock.settimeout(10.0)
+        if chunk:
+            self.reader.feed(chunk)
+        return False
+
+    def closed_within(self, seconds=5.0) -> bool:
+        """True if the server closes the connection within ``seconds``
+        (whatever it still sends before closing is discarded)."""
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            self.sock.settimeout(max(deadline - time.time(), 0.01))
+            try:
+                if not self.sock.recv(65536):
+                    return True
+            except socket.timeout:
+                return False
+            except (ConnectionResetError, BrokenPipeError):
+                return True
+        return False
+
+
+def wait_for(predicate, timeout=5.0, interval=0.02, what="condition"):
+    """Poll ``predicate()`` until it returns a true value (returned)."""
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.time() > deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, value))
+        time.sleep(interval)
+
+
+def parse_info(text) -> dict:
+    """INFO text -> {field: value (str)}."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and ":" in line:
+            key, _, value = line.partition(":")
+            out[key] = value
+    return out
+
+
+def info(client, section="default") -> dict:
+    return parse_info(client.call("INFO", section))
+
+
+def run_twistd(args, cwd, timeout=20):
+    """Run ``twistd -n --pidfile= disque ARGS`` to completion (for start-up
+    failures); return (returncode, combined stdout + stderr as str)."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([twistd_path(), "-n", "--pidfile=", "disque", *args], cwd=str(cwd), env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                       preexec_fn=_die_with_parent)
+    return p.returncode, p.stdout.decode(errors="replace")
 
 
 def redis_cli(port, *args, stdin=None):

@@ -65,8 +65,8 @@ def dispatch(ctx, client, argv) -> bytes:
     n = len(argv)
     if (arity > 0 and arity != n) or n < -arity:
         return b"-ERR wrong number of arguments for '" + cmd.name + b"' command\r\n"
-    if not client.authenticated and cmd.handler is not _auth_handler[0]:
-        return NOAUTH
+    if not client.authenticated and cmd.handler is not _auth_handler[0] and ctx.config["requirepass"]:
+        return NOAUTH  # (no password any more, e.g. CONFIG SET requirepass "": nobody is locked out)
     if ctx.monitors:
         feed_monitors(ctx, client, argv)
     client.last_cmd = cmd.name

@@ -24,6 +24,7 @@ class RespProtocol(Protocol):
     client = None
     parked = False
     closing = False
+    input_error = None  # a protocol error waiting for the parked pipeline ahead of it
 
     def __init__(self, runtime):
         self.runtime = runtime
@@ -62,7 +63,7 @@ class RespProtocol(Protocol):
     # -- input -----------------------------------------------------------
 
     def dataReceived(self, data):
-        if self.closing:
+        if self.closing or self.input_error is not None:
             return
         rt = self.runtime
         rt.ctx.stats.net_in += len(data)
@@ -81,7 +82,11 @@ class RespProtocol(Protocol):
             self.pending.extend(commands)
             commands = ()
         rt.set_time()
+        self.client.atime = rt.node.now // 1000  # CLIENT LIST idle=
         out = self._run(commands)
+        if error is not None and (self.parked or self.pending):
+            self.input_error = error  # answered in turn, by resume()
+            error = None
         if error is not None:
             out.append(b"-ERR " + error + b"\r\n")
         if out:
@@ -150,8 +155,13 @@ class RespProtocol(Protocol):
         pending = self.pending
         self.pending = deque()
         self._run(pending, out)
+        error = self.input_error
+        if error is not None and not (self.parked or self.pending):
+            out.append(b"-ERR " + error + b"\r\n")
         if out:
             self._write(b"".join(out))
+        if error is not None and not (self.parked or self.pending):
+            self.close()
 
     def close(self):
         self.closing = True
