@@ -72,8 +72,9 @@ class NodeProcess:
         return cmd + self.args
 
     def start(self, wait=True):
-        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        self.proc = subprocess.Popen(self.command(), cwd=self.workdir, env=env,
+        # No PYTHONPATH help: the node must start from the installed package
+        # exactly as the README's quick start runs it.
+        self.proc = subprocess.Popen(self.command(), cwd=self.workdir,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      preexec_fn=_die_with_parent)
         if wait:
@@ -238,8 +239,7 @@ def info(client, section="default") -> dict:
 def run_twistd(args, cwd, timeout=20):
     """Run ``twistd -n --pidfile= disque ARGS`` to completion (for start-up
     failures); return (returncode, combined stdout + stderr as str)."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([twistd_path(), "-n", "--pidfile=", "disque", *args], cwd=str(cwd), env=env,
+    p = subprocess.run([twistd_path(), "-n", "--pidfile=", "disque", *args], cwd=str(cwd),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
                        preexec_fn=_die_with_parent)
     return p.returncode, p.stdout.decode(errors="replace")
