@@ -23,12 +23,17 @@ from disque.resp import codec
 from disque.resp.codec import ProtocolError, RequestParser
 
 
-def drain(parser):
-    """Call parse() until it returns [] or raises: (commands, error body)."""
+def drain(parser, data=None):
+    """Call parse() until it returns [] or raises: (commands, error body).
+    With ``data``, the first call is ``feed_parse(data)``, as the server
+    makes it (its shortcut must agree with the general path)."""
     out = []
     try:
         while True:
-            commands = parser.parse()
+            if data is not None:
+                commands, data = parser.feed_parse(data), None
+            else:
+                commands = parser.parse()
             if not commands:
                 return out, None
             out.extend(commands)
@@ -45,9 +50,12 @@ def run(data, chunk=None, cuts=None, **limits):
     bounds = [0, *sorted(cuts), len(data)]
     parser = RequestParser(**limits)
     out = []
-    for a, b in zip(bounds, bounds[1:]):
-        parser.feed(data[a:b])
-        commands, error = drain(parser)
+    for n, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        if n % 2:
+            parser.feed(data[a:b])
+            commands, error = drain(parser)
+        else:
+            commands, error = drain(parser, data[a:b])
         out.extend(commands)
         if error is not None:
             return out, error

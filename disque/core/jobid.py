@@ -2,46 +2,40 @@
 
 * ``node8`` is the first 8 hex chars of the creating node's ID, so consumers
   can tell where jobs are produced.
-* the random part is the high 144 bits of ``SHA1(seed || counter)``: unique
-  in practice without asking the OS for entropy per job.
+* the random part is 144 bits from a Mersenne Twister seeded with 20 bytes
+  of OS entropy per node: unique in practice (a collision needs ~2^72 IDs)
+  without a syscall or a hash per job.  IDs are names, not secrets: like the
+  original's, they are not meant to be unguessable.
 * ``ttl4`` is the TTL in minutes, big endian hex, capped at 0xffff, and forced
   *odd* for at-least-once jobs (RETRY > 0) and *even* for at-most-once jobs
   (RETRY 0).  A node that does not know a job can still tell its TTL and its
   delivery guarantee from the ID alone (dummy ACKs rely on it).
 """
 
-import hashlib
 import os
-import struct
+import random
 from binascii import b2a_base64
 from functools import lru_cache
 
 JOB_ID_LEN = 40
 
-_pack_counter = struct.Struct("<Q").pack
-
 
 class JobIdGenerator:
     """Generates job IDs for one node.  Not thread safe (the node is not)."""
 
-    __slots__ = ("_prefix", "_seeded", "_counter")
+    __slots__ = ("_prefix", "_bits")
 
     def __init__(self, node_id: bytes, seed: bytes | None = None):
         self._prefix = b"D-" + node_id[:8] + b"-"
-        # SHA1 state after absorbing the seed; copied per ID (cheaper than
-        # hashing seed || counter from scratch).
-        self._seeded = hashlib.sha1(seed if seed is not None else os.urandom(20))
-        self._counter = 0
+        self._bits = random.Random(seed if seed is not None else os.urandom(20)).getrandbits
 
     def set_node_id(self, node_id: bytes) -> None:
         self._prefix = b"D-" + node_id[:8] + b"-"
 
     def new_id(self, ttl: int, retry: int) -> bytes:
         """Return a new ID for a job with ``ttl`` seconds and ``retry`` seconds."""
-        self._counter += 1
-        h = self._seeded.copy()
-        h.update(_pack_counter(self._counter))
-        return self._prefix + b2a_base64(h.digest()[:18], newline=False) + ttl_suffix(ttl, retry)
+        return (self._prefix + b2a_base64(self._bits(144).to_bytes(18, "big"), newline=False)
+                + _suffix(ttl, retry > 0))
 
 
 @lru_cache(maxsize=4096)

@@ -174,6 +174,21 @@ class RequestParser:
         """Number of buffered bytes not yet consumed (Redis' ``qbuf``)."""
         return self._len
 
+    def feed_parse(self, data):
+        """``feed(data)`` then ``parse()``, with a shortcut for the common
+        case of a client sending whole canonical requests while nothing is
+        buffered: one ``split`` and the table checks of :meth:`_fast`, no
+        buffering.  Anything else takes the general path unchanged."""
+        if not self._chunks and data[:1] == b"*" and data[-2:] == b"\r\n" \
+                and self._left == 0 and self._error is None and type(data) is bytes:
+            lines = data.split(b"\r\n")
+            last = len(lines) - 1
+            out = []
+            if self._fast(lines, 0, last, out) == last:
+                return out
+        self.feed(data)
+        return self.parse()
+
     def parse(self):
         """Return every complete command now buffered, in order, each a list
         of bytes arguments (argv); keep any incomplete tail for the next

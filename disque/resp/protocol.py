@@ -68,11 +68,10 @@ class RespProtocol(Protocol):
         rt = self.runtime
         rt.ctx.stats.net_in += len(data)
         parser = self.parser
-        parser.feed(data)
         error = None
         commands = []
         try:
-            commands = parser.parse()
+            commands = parser.feed_parse(data)
             if commands and parser.failed():
                 parser.parse()  # [] unless an error followed them: it raises
         except ProtocolError as e:
