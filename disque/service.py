@@ -27,6 +27,7 @@ from .commands.context import Context
 from .core.cluster import new_node_id
 from .core.effects import Persist, Reply
 from .core.node import NodeState
+from .heap import HeapFreezer
 from .interfaces import INodeHost
 from .plugins import find_strategy, persistence_spec
 from .interfaces import IClientTransportFactory, IPersistenceFactory
@@ -207,6 +208,7 @@ class DisqueNodeService(MultiService):
         self.runtime = NodeRuntime(config, reactor, self.persistence, self._on_shutdown, node_id)
         self.ports = []
         self._cron = None
+        HeapFreezer(reactor, config["gc-freeze-interval"]).setServiceParent(self)
 
     def _stop_reactor(self):
         if self.reactor.running:
