@@ -1,0 +1,1 @@
+"""The cluster bus: wire format, protocol, links to peers."""

@@ -1,0 +1,245 @@
+"""Cluster bus wire format: versioned, size-checked, sans-IO.
+
+Framing is a 4-byte big-endian length prefix (``Int32StringReceiver``), then::
+
+    frame   = "DQ" version:u8 type:u8 header body
+    header  = sender:40 port:u16 flags:u16 host:str8
+    body    = the fields of the message type, in declaration order
+
+Field encodings: ``id`` is exactly 40 bytes; ``str8``/``str32`` are a u8 or
+u32 length then bytes; integers are big-endian (``u8``, ``u16``, ``u32``,
+``i64``); ``bool`` is a u8 0 or 1; ``ids`` is a u16 count of ``id``;
+``gossip`` a u16 count of (id, str8 host, u16 port, u8 flags); ``job`` a job
+record; ``jobs`` a u32 count of job records.
+
+:func:`decode` checks everything: magic, version, known type, every length
+against what is left of the frame, no trailing bytes, job IDs of the right
+size, counts against ``MAX_*``.  Any violation raises :class:`WireError`;
+the bus protocol then drops the link (a peer speaking another version or
+garbage is not a peer).  Versions: a receiver accepts frames whose version
+is at most its own and refuses newer ones, so mixed-version clusters are a
+decision for a future version to make, not an accident.
+"""
+
+import struct
+
+from ..core import messages as M
+
+VERSION = 1
+MAGIC = b"DQ"
+ID_LEN = 40
+MAX_GOSSIP = 1024
+MAX_IDS = 65535
+MAX_JOBS = 100_000
+
+_U8 = struct.Struct(">B")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+_PREAMBLE = struct.Struct(">2sBB40sHHB")  # magic, version, type, sender, port, flags, host len
+_JOB_NUMS = struct.Struct(">Hqqqqqq")  # repl, ctime, etime, delay, retry, nacks, deliv
+
+
+class WireError(ValueError):
+    """A frame that is not a valid message of this protocol version."""
+
+
+# -- field codecs --------------------------------------------------------------
+
+def _put_id(out, value):
+    if len(value) != ID_LEN:
+        raise WireError("bad id length %d" % len(value))
+    out.append(value)
+
+
+def _put_str8(out, value):
+    if len(value) > 255:
+        raise WireError("string too long for str8")
+    out.append(_U8.pack(len(value)))
+    out.append(value)
+
+
+def _put_str32(out, value):
+    out.append(_U32.pack(len(value)))
+    out.append(value)
+
+
+def _put_ids(out, values):
+    if len(values) > MAX_IDS:
+        raise WireError("too many ids")
+    out.append(_U16.pack(len(values)))
+    for v in values:
+        _put_id(out, v)
+
+
+def _put_job(out, job):
+    _put_id(out, job.id)
+    _put_str32(out, job.queue)
+    _put_str32(out, job.body)
+    out.append(_JOB_NUMS.pack(job.repl, job.ctime, job.etime, job.delay, job.retry, job.nacks, job.deliv))
+    _put_ids(out, job.delivered)
+
+
+class _Reader:
+    __slots__ = ("data", "pos", "end")
+
+    def __init__(self, data, pos):
+        self.data = data
+        self.pos = pos
+        self.end = len(data)
+
+    def take(self, n):
+        pos = self.pos
+        if n < 0 or pos + n > self.end:
+            raise WireError("truncated frame")
+        self.pos = pos + n
+        return self.data[pos:pos + n]
+
+    def unpack(self, st):
+        pos = self.pos
+        if pos + st.size > self.end:
+            raise WireError("truncated frame")
+        self.pos = pos + st.size
+        return st.unpack_from(self.data, pos)
+
+    def u8(self):
+        return self.unpack(_U8)[0]
+
+    def u16(self):
+        return self.unpack(_U16)[0]
+
+    def u32(self):
+        return self.unpack(_U32)[0]
+
+    def i64(self):
+        return self.unpack(_I64)[0]
+
+    def id(self):
+        return self.take(ID_LEN)
+
+    def str8(self):
+        return self.take(self.u8())
+
+    def str32(self):
+        return self.take(self.u32())
+
+    def bool(self):
+        v = self.u8()
+        if v > 1:
+            raise WireError("bad bool")
+        return v == 1
+
+    def ids(self):
+        return tuple(self.id() for _ in range(self.u16()))
+
+    def job(self):
+        job_id = self.id()
+        queue = self.str32()
+        body = self.str32()
+        repl, ctime, etime, delay, retry, nacks, deliv = self.unpack(_JOB_NUMS)
+        return M.JobRecord(job_id, queue, body, repl, ctime, etime, delay, retry, nacks, deliv, self.ids())
+
+    def gossip(self):
+        n = self.u16()
+        if n > MAX_GOSSIP:
+            raise WireError("too many gossip entries")
+        return tuple(M.Gossip(self.id(), self.str8(), self.u16(), self.u8()) for _ in range(n))
+
+
+def _put_gossip(out, entries):
+    if len(entries) > MAX_GOSSIP:
+        raise WireError("too many gossip entries")
+    out.append(_U16.pack(len(entries)))
+    for g in entries:
+        _put_id(out, g.node_id)
+        _put_str8(out, g.host)
+        out.append(struct.pack(">HB", g.port, g.flags))
+
+
+# -- per type: (encode(out, msg), decode(reader) -> msg) ----------------------
+
+def _one_id(cls):
+    return (lambda out, m: _put_id(out, m[0]), lambda r: cls(r.id()))
+
+
+def _gossip_msg(cls):
+    return (lambda out, m: _put_gossip(out, m.gossip), lambda r: cls(r.gossip()))
+
+
+def _put_jobs(out, jobs):
+    if len(jobs) > MAX_JOBS:
+        raise WireError("too many jobs")
+    out.append(_U32.pack(len(jobs)))
+    for j in jobs:
+        _put_job(out, j)
+
+
+def _get_jobs(r):
+    n = r.u32()
+    if n > MAX_JOBS:
+        raise WireError("too many jobs")
+    return M.YourJobs(tuple(r.job() for _ in range(n)))
+
+
+_CODECS = {
+    M.Meet: _gossip_msg(M.Meet),
+    M.Ping: _gossip_msg(M.Ping),
+    M.Pong: _gossip_msg(M.Pong),
+    M.Fail: _one_id(M.Fail),
+    M.ReplJob: (lambda out, m: _put_job(out, m.job), lambda r: M.ReplJob(r.job())),
+    M.GotJob: _one_id(M.GotJob),
+    M.Enqueue: _one_id(M.Enqueue),
+    M.WillQueue: _one_id(M.WillQueue),
+    M.Queued: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.nack else 0))),
+               lambda r: M.Queued(r.id(), r.bool())),
+    M.Working: _one_id(M.Working),
+    M.SetAck: (lambda out, m: (_put_id(out, m.job_id), out.append(_U32.pack(m.may_have))),
+               lambda r: M.SetAck(r.id(), r.u32())),
+    M.GotAck: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.known else 0))),
+               lambda r: M.GotAck(r.id(), r.bool())),
+    M.DelJob: _one_id(M.DelJob),
+    M.NeedJobs: (lambda out, m: (_put_str32(out, m.queue), out.append(_U32.pack(m.count))),
+                 lambda r: M.NeedJobs(r.str32(), r.u32())),
+    M.YourJobs: (lambda out, m: _put_jobs(out, m.jobs), _get_jobs),
+    M.Pause: (lambda out, m: (_put_str32(out, m.queue), out.append(_U8.pack(m.flags))),
+              lambda r: M.Pause(r.str32(), r.u8())),
+}
+_CODE_OF = {cls: code for code, cls in M.TYPES}
+_CLASS_OF = {code: cls for code, cls in M.TYPES}
+assert set(_CODECS) == set(_CODE_OF)
+
+
+def encode(header: M.Header, msg) -> bytes:
+    """The frame (without the length prefix) for ``msg`` sent by ``header``."""
+    cls = type(msg)
+    code = _CODE_OF.get(cls)
+    if code is None:
+        raise WireError("not a bus message: %r" % (cls,))
+    if len(header.sender) != ID_LEN:
+        raise WireError("bad sender id")
+    if len(header.host) > 255:
+        raise WireError("host too long")
+    out = [_PREAMBLE.pack(MAGIC, VERSION, code, header.sender, header.port, header.flags, len(header.host)),
+           header.host]
+    _CODECS[cls][0](out, msg)
+    return b"".join(out)
+
+
+def decode(frame: bytes):
+    """``(Header, message)`` from one frame; raises WireError."""
+    if len(frame) < _PREAMBLE.size:
+        raise WireError("frame too short")
+    magic, version, code, sender, port, flags, hostlen = _PREAMBLE.unpack_from(frame, 0)
+    if magic != MAGIC:
+        raise WireError("bad magic")
+    if version == 0 or version > VERSION:
+        raise WireError("unsupported version %d" % version)
+    cls = _CLASS_OF.get(code)
+    if cls is None:
+        raise WireError("unknown message type %d" % code)
+    r = _Reader(frame, _PREAMBLE.size)
+    host = r.take(hostlen)
+    msg = _CODECS[cls][1](r)
+    if r.pos != r.end:
+        raise WireError("trailing bytes")
+    return M.Header(bytes(sender), bytes(host), port, flags), msg

@@ -1,0 +1,140 @@
+"""Cluster bus messages, as the core sees them ("Cluster messages" in
+``seeds/disque-readme.txt``).
+
+Plain immutable records: the core builds them inside ``Send`` effects and
+receives them from the bus adapter; ``disque.bus.wire`` turns them into
+bytes and back.  The sender's identity (node ID, client port, flags) is not
+part of the records: the adapter puts the sending node's header on every
+frame and hands the receiving core a :class:`Header` next to the message.
+
+Times inside job records are absolute milliseconds of the sender's clock,
+as the original's (nodes are expected to have roughly synchronised clocks;
+TTL is the only one that matters across nodes).
+"""
+
+from typing import NamedTuple
+
+# Header flags
+H_LEAVING = 1  # the sender is leaving the cluster
+
+# Gossip entry flags
+G_PFAIL = 1  # the sender did not hear from that node within the timeout
+G_FAIL = 2  # the sender believes the cluster agreed it failed
+G_LEAVING = 4
+G_HANDSHAKE = 8  # unused on the wire; reserved
+
+
+class Header(NamedTuple):
+    sender: bytes  # 40-char hex node ID
+    host: bytes  # address the sender announces ("" = use the connection's)
+    port: int  # the sender's client port (bus port = port + 10000)
+    flags: int
+
+
+class Gossip(NamedTuple):
+    node_id: bytes
+    host: bytes
+    port: int
+    flags: int
+
+
+class JobRecord(NamedTuple):
+    """A job as REPLJOB / YOURJOBS carry it."""
+
+    id: bytes
+    queue: bytes
+    body: bytes
+    repl: int
+    ctime: int
+    etime: int
+    delay: int
+    retry: int
+    nacks: int
+    deliv: int
+    delivered: tuple  # node IDs that may have a copy
+
+
+# -- membership and failure detection ----------------------------------------
+
+class Meet(NamedTuple):
+    gossip: tuple
+
+
+class Ping(NamedTuple):
+    gossip: tuple
+
+
+class Pong(NamedTuple):
+    gossip: tuple
+
+
+class Fail(NamedTuple):
+    node_id: bytes
+
+
+# -- replication and queueing ------------------------------------------------
+
+class ReplJob(NamedTuple):
+    job: JobRecord
+
+
+class GotJob(NamedTuple):
+    job_id: bytes
+
+
+class Enqueue(NamedTuple):
+    job_id: bytes
+
+
+class WillQueue(NamedTuple):
+    job_id: bytes
+
+
+class Queued(NamedTuple):
+    job_id: bytes
+    nack: bool  # a NACK re-queued it: increment nacks, not deliveries
+
+
+class Working(NamedTuple):
+    job_id: bytes
+
+
+# -- ACK propagation and garbage collection ----------------------------------
+
+class SetAck(NamedTuple):
+    job_id: bytes
+    may_have: int
+
+
+class GotAck(NamedTuple):
+    job_id: bytes
+    known: bool
+
+
+class DelJob(NamedTuple):
+    job_id: bytes
+
+
+# -- federation and queue state ----------------------------------------------
+
+class NeedJobs(NamedTuple):
+    queue: bytes
+    count: int
+
+
+class YourJobs(NamedTuple):
+    jobs: tuple  # of JobRecord
+
+
+class Pause(NamedTuple):
+    queue: bytes
+    flags: int  # PAUSED_IN | PAUSED_OUT bits of disque.core.queue
+
+
+# Wire type codes: stable, never reused (the bus protocol is versioned).
+TYPES = (
+    (1, Meet), (2, Ping), (3, Pong), (4, Fail),
+    (10, ReplJob), (11, GotJob), (12, Enqueue), (13, WillQueue), (14, Queued), (15, Working),
+    (20, SetAck), (21, GotAck), (22, DelJob),
+    (30, NeedJobs), (31, YourJobs), (32, Pause),
+)

@@ -1,0 +1,91 @@
+"""The cluster bus wire codec: every message type round-trips, and no byte
+string makes decode() do anything but return a message or raise WireError."""
+
+import struct
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from disque.bus import wire
+from disque.core import messages as M
+
+ids = st.binary(min_size=40, max_size=40)
+small = st.binary(max_size=64)
+i64 = st.integers(-2**63, 2**63 - 1)
+u32 = st.integers(0, 2**32 - 1)
+gossip = st.tuples(ids, st.binary(max_size=255), st.integers(0, 65535), st.integers(0, 255)).map(
+    lambda t: M.Gossip(*t))
+jobs = st.builds(M.JobRecord, ids, small, st.binary(max_size=300), st.integers(0, 65535), i64, i64, i64, i64,
+                 i64, i64, st.lists(ids, max_size=5).map(tuple))
+gossips = st.lists(gossip, max_size=5).map(tuple)
+
+MESSAGES = st.one_of(
+    st.builds(M.Meet, gossips), st.builds(M.Ping, gossips), st.builds(M.Pong, gossips),
+    st.builds(M.Fail, ids), st.builds(M.ReplJob, jobs), st.builds(M.GotJob, ids),
+    st.builds(M.Enqueue, ids), st.builds(M.WillQueue, ids), st.builds(M.Queued, ids, st.booleans()),
+    st.builds(M.Working, ids), st.builds(M.SetAck, ids, u32), st.builds(M.GotAck, ids, st.booleans()),
+    st.builds(M.DelJob, ids), st.builds(M.NeedJobs, small, u32),
+    st.builds(M.YourJobs, st.lists(jobs, max_size=3).map(tuple)), st.builds(M.Pause, small, st.integers(0, 3)),
+)
+HEADERS = st.builds(M.Header, ids, st.binary(max_size=255), st.integers(0, 65535), st.integers(0, 65535))
+
+
+@settings(max_examples=500)
+@given(HEADERS, MESSAGES)
+def test_every_message_round_trips(header, msg):
+    frame = wire.encode(header, msg)
+    assert wire.decode(frame) == (header, msg)
+
+
+def test_every_type_is_covered_by_the_strategy():
+    seen = set()
+
+    @settings(max_examples=400)
+    @given(MESSAGES)
+    def collect(msg):
+        seen.add(type(msg))
+
+    collect()
+    assert seen == {cls for _, cls in M.TYPES}
+
+
+@settings(max_examples=200)
+@given(HEADERS, MESSAGES, st.data())
+def test_truncated_or_extended_frames_are_refused(header, msg, data):
+    frame = wire.encode(header, msg)
+    cut = data.draw(st.integers(0, len(frame) - 1))
+    with pytest.raises(wire.WireError):
+        wire.decode(frame[:cut])
+    with pytest.raises(wire.WireError):
+        wire.decode(frame + data.draw(st.binary(min_size=1, max_size=8)))
+
+
+@settings(max_examples=1000)
+@given(st.binary(max_size=200))
+def test_garbage_only_raises_wire_error(blob):
+    for frame in (blob, b"DQ\x01" + blob, b"DQ\x01\x0a" + b"a" * 40 + blob):
+        try:
+            wire.decode(frame)
+        except wire.WireError:
+            pass
+
+
+def _frame(version=wire.VERSION, code=2):
+    return struct.pack(">2sBB40sHHB", b"DQ", version, code, b"a" * 40, 7711, 0, 0) + b"\x00\x00"
+
+
+def test_versions_types_and_magic_are_checked():
+    assert wire.decode(_frame()) == (M.Header(b"a" * 40, b"", 7711, 0), M.Ping(()))
+    for bad in (_frame(version=wire.VERSION + 1), _frame(version=0), _frame(code=99), b"XX" + _frame()[2:]):
+        with pytest.raises(wire.WireError):
+            wire.decode(bad)
+
+
+def test_counts_are_bounded_before_allocation():
+    head = struct.pack(">2sBB40sHHB", b"DQ", 1, 31, b"a" * 40, 7711, 0, 0)
+    with pytest.raises(wire.WireError, match="too many jobs"):
+        wire.decode(head + struct.pack(">I", wire.MAX_JOBS + 1))
+    with pytest.raises(wire.WireError):
+        wire.encode(M.Header(b"short", b"", 1, 0), M.Ping(()))
+    with pytest.raises(wire.WireError):
+        wire.encode(M.Header(b"a" * 40, b"", 1, 0), M.DelJob(b"short"))
