@@ -55,6 +55,23 @@ class IClientTransportFactory(IStrategyFactory):
         """Return an :class:`IClientTransport` provider."""
 
 
+class IBusTransport(Interface):
+    """How the cluster bus listens and connects (TCP now; TLS is another
+    provider of the same interface, with no change to the core)."""
+
+    def listen(reactor, host, port, factory, backlog):
+        """Start listening for peers; return the ``IListeningPort``."""
+
+    def endpoint(reactor, host, port, bind_host):
+        """An ``IStreamClientEndpoint`` to the peer bus at ``host``:``port``
+        whose connections originate from ``bind_host`` (None: any)."""
+
+
+class IBusTransportFactory(IStrategyFactory):
+    def makeBusTransport(argstring, config):
+        """Return an :class:`IBusTransport` provider."""
+
+
 class INodeHost(Interface):
     """What command handlers need from the process hosting the node."""
 

@@ -24,13 +24,16 @@ from zope.interface import implementer
 
 from . import DISQUE_VERSION
 from .commands.context import Context
-from .core.cluster import new_node_id
-from .core.effects import Persist, Reply
+from .bus import wire
+from .bus.links import BUS_PORT_OFFSET, Links
+from .bus.protocol import BusServerFactory
+from .core.cluster import new_node_id, parse_nodes_file
+from .core.effects import Link, Persist, Rekey, Reply, Send, SendLink, Unlink
 from .core.node import NodeState
 from .heap import HeapFreezer
 from .interfaces import INodeHost
 from .plugins import find_strategy, persistence_spec
-from .interfaces import IClientTransportFactory, IPersistenceFactory
+from .interfaces import IBusTransportFactory, IClientTransportFactory, IPersistenceFactory
 from .resp.protocol import RespFactory
 
 log = Logger(namespace="disque")
@@ -50,13 +53,16 @@ def _rss() -> int:
 class NodeRuntime:
     """Glue between one NodeState and the reactor (also the INodeHost)."""
 
-    def __init__(self, config, reactor, persistence, on_shutdown, node_id=None):
+    def __init__(self, config, reactor, persistence, on_shutdown, node_id=None, nodes_path=None):
         self.config = config
         self.reactor = reactor
         self.persistence = persistence
         self.on_shutdown = on_shutdown
+        self.nodes_path = nodes_path  # the node file; None: not kept (in-memory tests)
+        self.links = None  # disque.bus.links.Links once the bus runs
         now = int(reactor.seconds() * 1000)
         self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
+        self.node.cluster.node_timeout = config["cluster-node-timeout"]
         self.ctx = Context(self.node, config, self)
         self.start_time = reactor.seconds()
         self.run_id = os.urandom(20).hex()
@@ -74,20 +80,81 @@ class NodeRuntime:
 
     def drain(self):
         node = self.node
-        while node.outbox:
-            effects, node.outbox = node.outbox, []
+        outbox = node.outbox  # shared with node.cluster: never rebound
+        while outbox:
+            effects = outbox[:]
+            outbox.clear()
+            frames = {}  # one encoding per message, however many receivers
             for effect in effects:
-                if type(effect) is Reply:
+                kind = type(effect)
+                if kind is Reply:
                     conn = effect.client.conn
                     conn.deliver(effect.payload)
-                elif type(effect) is Persist:
+                elif kind is Persist:
                     self.persistence.append(effect.record)
+                elif kind is Send:
+                    if self.links is not None:
+                        self.links.send(effect.node_id, self._frame(frames, effect.message))
+                elif kind is SendLink:
+                    effect.link.send_frame(self._frame(frames, effect.message))
+                elif self.links is None:
+                    continue
+                elif kind is Link:
+                    self.links.ensure(effect.node_id, effect.host, effect.port)
+                elif kind is Unlink:
+                    self.links.drop(effect.node_id)
+                elif kind is Rekey:
+                    self.links.rekey(effect.old, effect.new)
+
+    def _frame(self, frames, msg):
+        frame = frames.get(id(msg))
+        if frame is None:
+            frame = frames[id(msg)] = wire.encode(self.node.cluster.header(), msg)
+        return frame
 
     def after_batch(self):
         if self.node.outbox:
             self.drain()
+        if self.node.cluster.dirty:
+            self.save_nodes()
         self.persistence.flush()
         self._reschedule()
+
+    # -- the cluster bus ---------------------------------------------------
+
+    def bus_message(self, header, msg, link):
+        self.set_time()
+        self.node.bus_receive(header, msg, link)
+        self.after_batch()
+
+    def bus_link_up(self, node_id):
+        self.set_time()
+        self.node.link_up(node_id)
+        self.after_batch()
+
+    def bus_link_lost(self, protocol):
+        if self.links is not None and self.links.lost(protocol):
+            self.set_time()
+            self.node.link_down(protocol.node_id)
+            self.after_batch()
+
+    def save_nodes(self):
+        """Write the node file atomically; return an error text or None."""
+        cluster = self.node.cluster
+        cluster.dirty = False
+        if self.nodes_path is None:
+            return None
+        tmp = self.nodes_path + ".tmp-%d" % os.getpid()
+        try:
+            with open(tmp, "wb") as f:
+                f.write(cluster.nodes_file_text())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.nodes_path)
+        except OSError as e:
+            log.error("Could not save the node file {path}: {error}", path=self.nodes_path, error=e.strerror)
+            return e.strerror or str(e)
+        return None
 
     def _reschedule(self):
         at = self.node.next_deadline()
@@ -104,6 +171,7 @@ class NodeRuntime:
     def tick(self):
         self._wake = None
         self.set_time()
+        self.node.cluster.node_timeout = self.config["cluster-node-timeout"]
         self.node.tick()
         self.ctx.stats.sample(self.node.now)
         rss = _rss()
@@ -205,8 +273,18 @@ class DisqueNodeService(MultiService):
         self.persistence = find_strategy(IPersistenceFactory, name).makePersistence(args, config)
         transport_name, _, targs = "tcp".partition(":")
         self.transport = find_strategy(IClientTransportFactory, transport_name).makeTransport(targs, config)
-        self.runtime = NodeRuntime(config, reactor, self.persistence, self._on_shutdown, node_id)
+        nodes_path = os.path.join(config["dir"], config["cluster-config-file"])
+        saved = load_nodes_file(nodes_path) if node_id is None else None
+        if saved is not None:
+            node_id = saved[0]
+        self.runtime = NodeRuntime(config, reactor, self.persistence, self._on_shutdown, node_id, nodes_path)
+        if saved is not None:
+            self.runtime.node.cluster.restore(saved[1], saved[2], self.runtime.node.now)
+        else:
+            self.runtime.node.cluster.dirty = True  # a new node: write its ID down
+        self.bus_transport = find_strategy(IBusTransportFactory, "tcp").makeBusTransport("", config)
         self.ports = []
+        self.bus_ports = []
         self._cron = None
         HeapFreezer(reactor, config["gc-freeze-interval"]).setServiceParent(self)
 
@@ -226,9 +304,18 @@ class DisqueNodeService(MultiService):
         if loaded:
             log.info("DB loaded from append only file: {n} jobs", n=loaded)
         factory = RespFactory(rt)
-        for host in self.config["bind"] or ["0.0.0.0"]:
+        binds = self.config["bind"] or ["0.0.0.0"]
+        for host in binds:
             port = self.transport.listen(self.reactor, host, self.config["port"], factory, self.config["tcp-backlog"])
             self.ports.append(port)
+        client_port = self.listening_port
+        rt.node.cluster.myself.port = client_port
+        bus = BusServerFactory(rt)
+        for host in binds:
+            self.bus_ports.append(self.bus_transport.listen(
+                self.reactor, host, client_port + BUS_PORT_OFFSET, bus, self.config["tcp-backlog"]))
+        rt.links = Links(self.reactor, rt, self.bus_transport, binds[0])
+        rt.after_batch()  # links to the peers of the node file; the node file of a new node
         self._cron = task.LoopingCall(rt.tick)
         self._cron.clock = self.reactor
         self._cron.start(1.0 / max(self.config["hz"], 1), now=False)
@@ -244,10 +331,34 @@ class DisqueNodeService(MultiService):
             self._cron.stop()
         for client in list(self.runtime.ctx.clients.values()):
             client.conn.close()
-        deferreds = [p.stopListening() for p in self.ports]
+        deferreds = [p.stopListening() for p in self.ports + self.bus_ports]
         self.ports = []
+        self.bus_ports = []
+        if self.runtime.links is not None:
+            deferreds.append(self.runtime.links.stop_all())
+            self.runtime.links = None
         self.persistence.close()
         super().stopService()
         from twisted.internet.defer import DeferredList
 
         return DeferredList([d for d in deferreds if d is not None])
+
+
+class NodeFileError(Exception):
+    """The node file exists but cannot be used: start-up stops."""
+
+
+def load_nodes_file(path):
+    """``(my_id, leaving, peers)`` from the node file, or None if there is
+    none yet."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise NodeFileError("cannot read the node file %s: %s" % (path, e.strerror))
+    try:
+        return parse_nodes_file(text)
+    except ValueError as e:
+        raise NodeFileError("bad node file %s: %s (fix or remove it)" % (path, e))

@@ -73,10 +73,15 @@ def _fail(message):
 
 
 def makeService(options):
-    from .service import DisqueNodeService
+    from .service import DisqueNodeService, NodeFileError
 
     _setup_logfile(options.config)
-    return DisqueNodeService(options.config)
+    if options.config["port"] + 10000 > 65535:
+        _fail("port %d leaves no room for the cluster bus (port + 10000)" % options.config["port"])
+    try:
+        return DisqueNodeService(options.config)
+    except NodeFileError as e:
+        _fail(str(e))
 
 
 _LEVELS = {"debug": "debug", "verbose": "info", "notice": "info", "warning": "warn"}

@@ -26,12 +26,19 @@ def time_(ctx, client, argv):
 
 
 def node_priority(node, cluster_node) -> bytes:
-    """HELLO priority: 1 for healthy nodes, 100 for leaving/failing ones."""
-    if cluster_node.leaving or "fail" in cluster_node.flags:
-        return b"100"
-    if cluster_node is node.cluster.myself and node.cluster.leaving:
+    """HELLO priority: 1 for healthy nodes, 100 for leaving, suspected or
+    failed ones (clients pick the lowest)."""
+    if cluster_node is node.cluster.myself:
+        return b"100" if node.cluster.leaving else b"1"
+    if cluster_node.leaving or not cluster_node.reachable:
         return b"100"
     return b"1"
+
+
+def ordered_nodes(node):
+    """Peers first, myself last, as the original lists them."""
+    cluster = node.cluster
+    return [n for n in cluster.nodes.values() if n is not cluster.myself and not n.handshake] + [cluster.myself]
 
 
 @command("hello", 1, "readonly fast")
@@ -40,7 +47,7 @@ def hello(ctx, client, argv):
     # Version, my ID, then one [id, host, port, priority] array per node,
     # all in the top level array (helloCommand).
     entries = []
-    for n in node.cluster.nodes.values():
+    for n in ordered_nodes(node):
         entries.append(R.bulk_array((n.id, n.host, b"%d" % n.port, node_priority(node, n))))
     return b"*%d\r\n:1\r\n" % (2 + len(entries)) + R.bulk(node.my_id) + b"".join(entries)
 
@@ -465,19 +472,19 @@ E_CLUSTER = b"-ERR Wrong CLUSTER subcommand or number of arguments\r\n"
 
 
 def cluster_nodes_text(node) -> bytes:
+    cluster = node.cluster
     lines = []
-    for n in node.cluster.nodes.values():
-        flags = []
-        if n is node.cluster.myself:
-            flags.append(b"myself")
-            if node.cluster.leaving:
-                flags.append(b"leaving")
+    for n in [n for n in cluster.nodes.values() if n is not cluster.myself] + [cluster.myself]:
+        if n is cluster.myself:
+            flags = [b"myself"] + ([b"leaving"] if cluster.leaving else [])
+            link = b"connected"
+            ping_sent = pong = 0
         else:
-            flags.extend(f.encode() for f in sorted(n.flags))
-            if n.leaving:
-                flags.append(b"leaving")
-        link = b"connected" if n is node.cluster.myself or "connected" in n.flags else b"disconnected"
-        lines.append(b"%s %s:%d %s 0 0 %s\n" % (n.id, n.host, n.port, b",".join(flags) or b"noflags", link))
+            flags = n.flag_names()
+            link = b"connected" if n.connected else b"disconnected"
+            ping_sent, pong = n.ping_sent, n.pong_received
+        lines.append(b"%s %s:%d %s %d %d %s\n" % (n.id, n.host, n.port, b",".join(flags) or b"noflags",
+                                                  ping_sent, pong, link))
     return b"".join(lines)
 
 
@@ -486,18 +493,16 @@ def cluster(ctx, client, argv):
     node = ctx.node
     sub = argv[1].lower()
     argc = len(argv)
-    handler = ctx.host.cluster_command(sub) if hasattr(ctx.host, "cluster_command") else None
-    if handler is not None:
-        return handler(ctx, client, argv)
     if sub == b"nodes" and argc == 2:
         return R.bulk(cluster_nodes_text(node))
     if sub == b"myid" and argc == 2:
         return R.bulk(node.my_id)
     if sub == b"info" and argc == 2:
+        c = node.cluster
         text = (b"cluster_state:ok\r\ncluster_known_nodes:%d\r\ncluster_reachable_nodes:%d\r\n"
-                b"cluster_size:%d\r\ncluster_stats_messages_sent:0\r\n"
-                b"cluster_stats_messages_received:0\r\n") % (
-            node.cluster.size, node.cluster.reachable, node.cluster.size)
+                b"cluster_size:%d\r\ncluster_stats_messages_sent:%d\r\n"
+                b"cluster_stats_messages_received:%d\r\n") % (
+            len(c.nodes), c.reachable, c.size, c.sent, c.received)
         return R.bulk(text)
     if sub == b"leaving" and argc in (2, 3):
         if argc == 2:
@@ -517,20 +522,35 @@ def cluster(ctx, client, argv):
             return R.err(b"Invalid node identifier")
         if target == node.my_id:
             return R.err(b"I tried hard but I can't forget myself...")
-        return R.err(b"Unknown node " + target)
+        if not node.forget(target):
+            return R.err(b"Unknown node " + target)
+        return R.OK
     if sub == b"meet" and argc == 4:
         port = parse_ll(argv[3])
         if port is None:
             return R.err(b"Invalid TCP port specified: " + argv[3])
-        return R.err(b"Invalid node address specified: " + argv[2] + b":" + argv[3]) \
-            if not _valid_ip(argv[2]) or not 0 <= port <= 65535 else \
-            R.err(b"This node runs without a cluster bus")
+        if not _valid_ip(argv[2]) or not 0 < port <= 65535 - 10000:
+            return R.err(b"Invalid node address specified: " + argv[2] + b":" + argv[3])
+        node.meet(_normal_ip(argv[2]), port)
+        return R.OK
     if sub == b"reset" and argc == 3:
-        raise SYNTAX if argv[2].lower() not in (b"hard", b"soft") else \
-            CommandError(b"ERR", b"This node runs without a cluster bus")
+        how = argv[2].lower()
+        if how not in (b"hard", b"soft"):
+            raise SYNTAX
+        node.cluster_reset(how == b"hard")
+        return R.OK
     if sub == b"saveconfig" and argc == 2:
+        error = ctx.host.save_nodes()
+        if error:
+            return R.err(b"error saving the cluster node config: " + error.encode())
         return R.OK
     return E_CLUSTER
+
+
+def _normal_ip(host: bytes) -> bytes:
+    import ipaddress
+
+    return str(ipaddress.ip_address(host.decode("ascii"))).encode()
 
 
 def _valid_ip(host: bytes) -> bool:

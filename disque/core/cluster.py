@@ -1,12 +1,47 @@
-"""The node's view of the cluster: itself and the peers it knows.
+"""The node's view of the cluster: membership, gossip, failure detection.
 
-Single-node for now; the cluster bus (gossip, failure detection) feeds this
-table.  ``size`` counts known nodes including myself, ``reachable`` counts
-peers currently reachable (the original's ``reachable_nodes_count`` does not
-include myself).
+Pure, like the rest of the core: every entry point gets the time, and what
+must happen on the network is appended to ``outbox`` as effects
+(``Send`` to a node, ``SendLink`` on the connection a request came from,
+``Link``/``Unlink``/``Rekey`` to open, close or rename the link to a peer).
+
+Membership ("Adding and removing nodes at runtime"):
+
+* ``CLUSTER MEET host port`` adds a *handshake* node under a random
+  temporary ID and asks for a link to it.  When the link is up we send MEET;
+  the PONG that answers carries the peer's real ID, and the temporary entry
+  is renamed (or dropped, if that ID is already known).
+* A node receiving MEET from an unknown sender adds it at once: the sender
+  proved its ID by talking, and its address is the one it announces or,
+  if it announces none, the peer address of the connection.
+* PING, PONG and MEET carry gossip about a few known nodes; a node unknown
+  to the receiver starts a handshake with it, so meeting one node of a
+  cluster is enough and a chain of MEETs becomes a full mesh.
+* ``CLUSTER FORGET`` drops a node and ignores gossip about it for 60 s, so
+  the rest of the cluster has time to forget it too.
+
+Failure detection: every peer is pinged at least every
+``min(1 s, node_timeout / 2)``; a ping without PONG for ``node_timeout``
+marks the peer PFAIL (suspected), and a PFAIL node that a majority of the
+cluster also reports as PFAIL or FAIL (reports are gossip, valid for
+``2 * node_timeout``) becomes FAIL, broadcast to every node.  Any PONG clears
+both: in Disque failure detection only steers replication and what HELLO
+tells clients, nothing is failed over.
+
+``size`` counts known nodes including myself, handshakes excluded (the
+original's ``cluster_size``); ``reachable`` counts peers neither in
+handshake nor suspected nor failed (``reachable_nodes_count``, myself
+excluded).
 """
 
 import os
+import random as _random
+
+from . import messages as M
+from .effects import Link, Rekey, Send, SendLink, Unlink
+
+FORGET_BLACKLIST_MS = 60_000
+HANDSHAKE_TIMEOUT_MIN_MS = 1000
 
 
 def new_node_id() -> bytes:
@@ -14,23 +49,56 @@ def new_node_id() -> bytes:
 
 
 class ClusterNode:
-    __slots__ = ("id", "host", "port", "flags", "leaving")
+    __slots__ = ("id", "host", "port", "handshake", "pfail", "fail", "leaving", "ping_sent",
+                 "pong_received", "last_ping", "fail_reports", "connected", "created", "meet")
 
-    def __init__(self, node_id: bytes, host: bytes = b"", port: int = 0):
+    def __init__(self, node_id: bytes, host: bytes = b"", port: int = 0, now: int = 0):
         self.id = node_id
         self.host = host
         self.port = port
-        self.flags = set()
+        self.handshake = False
+        self.meet = False  # send MEET (not PING) when the link comes up
+        self.pfail = False
+        self.fail = False
         self.leaving = False
+        self.ping_sent = 0  # ms of the oldest unanswered PING, 0 = none
+        self.pong_received = 0
+        self.last_ping = 0
+        self.fail_reports = {}  # reporter id -> ms of the report
+        self.connected = False  # our outbound link is up (set by the adapter)
+        self.created = now
+
+    @property
+    def reachable(self) -> bool:
+        return not (self.handshake or self.pfail or self.fail)
+
+    def flag_names(self):
+        names = []
+        if self.leaving:
+            names.append(b"leaving")
+        if self.handshake:
+            names.append(b"handshake")
+        if self.fail:
+            names.append(b"fail")
+        elif self.pfail:
+            names.append(b"fail?")
+        return names
 
 
 class ClusterView:
-    __slots__ = ("myself", "nodes", "leaving")
-
-    def __init__(self, node_id: bytes, host: bytes = b"", port: int = 0):
+    def __init__(self, node_id: bytes, host: bytes = b"", port: int = 0, rng=None):
         self.myself = ClusterNode(node_id, host, port)
         self.nodes = {node_id: self.myself}
         self.leaving = False
+        self.node_timeout = 15000
+        self.outbox = []  # NodeState shares its own
+        self.rng = rng or _random.Random()
+        self.blacklist = {}  # node id -> ms until which gossip about it is ignored
+        self.dirty = False  # the node file needs saving
+        self.sent = 0
+        self.received = 0
+
+    # -- views -------------------------------------------------------------
 
     @property
     def my_id(self) -> bytes:
@@ -38,12 +106,299 @@ class ClusterView:
 
     @property
     def size(self) -> int:
-        return len(self.nodes)
+        return sum(1 for n in self.nodes.values() if not n.handshake)
 
     @property
     def reachable(self) -> int:
         """Reachable peers, myself excluded."""
-        return sum(1 for n in self.nodes.values() if n is not self.myself and "fail" not in n.flags and "handshake" not in n.flags and "noaddr" not in n.flags)
+        me = self.myself
+        return sum(1 for n in self.nodes.values() if n is not me and n.reachable)
 
     def peers(self):
         return [n for n in self.nodes.values() if n is not self.myself]
+
+    def reachable_peers(self):
+        return [n for n in self.nodes.values() if n is not self.myself and n.reachable]
+
+    def header(self) -> M.Header:
+        me = self.myself
+        return M.Header(me.id, me.host, me.port, M.H_LEAVING if self.leaving else 0)
+
+    # -- sending -----------------------------------------------------------
+
+    def send(self, node_id: bytes, msg) -> None:
+        self.sent += 1
+        self.outbox.append(Send(node_id, msg))
+
+    def broadcast(self, msg, reachable_only=False) -> None:
+        for n in self.peers():
+            if n.handshake or (reachable_only and not n.reachable):
+                continue
+            self.send(n.id, msg)
+
+    def _gossip(self, exclude: bytes):
+        """A few random known nodes (at least 3, or a tenth of the cluster)."""
+        candidates = [n for n in self.nodes.values() if not n.handshake and n.id != exclude]
+        k = min(len(candidates), max(3, len(self.nodes) // 10))
+        picked = self.rng.sample(candidates, k) if k < len(candidates) else candidates
+        out = []
+        for n in picked:
+            flags = (M.G_PFAIL if n.pfail else 0) | (M.G_FAIL if n.fail else 0) | \
+                    (M.G_LEAVING if (n.leaving or (n is self.myself and self.leaving)) else 0)
+            out.append(M.Gossip(n.id, n.host, n.port, flags))
+        return tuple(out)
+
+    def _ping(self, node, now, kind=M.Ping) -> None:
+        if node.ping_sent == 0:
+            node.ping_sent = now
+        node.last_ping = now
+        self.send(node.id, kind(self._gossip(node.id)))
+
+    # -- commands ----------------------------------------------------------
+
+    def meet(self, host: bytes, port: int, now: int) -> None:
+        """CLUSTER MEET: start a handshake unless that address is known."""
+        for n in self.nodes.values():
+            if n.host == host and n.port == port and n is not self.myself:
+                return
+        temp = ClusterNode(new_node_id(), host, port, now)
+        temp.handshake = True
+        temp.meet = True
+        self.nodes[temp.id] = temp
+        self.outbox.append(Link(temp.id, host, port))
+
+    def _start_handshake(self, host: bytes, port: int, now: int) -> None:
+        for n in self.nodes.values():
+            if n.host == host and n.port == port:
+                return
+        temp = ClusterNode(new_node_id(), host, port, now)
+        temp.handshake = True
+        temp.meet = True
+        self.nodes[temp.id] = temp
+        self.outbox.append(Link(temp.id, host, port))
+
+    def forget(self, node_id: bytes, now: int) -> bool:
+        node = self.nodes.get(node_id)
+        if node is None or node is self.myself:
+            return False
+        self._remove(node)
+        self.blacklist[node_id] = now + FORGET_BLACKLIST_MS
+        return True
+
+    def _remove(self, node) -> None:
+        del self.nodes[node.id]
+        for other in self.nodes.values():
+            other.fail_reports.pop(node.id, None)
+        self.outbox.append(Unlink(node.id))
+        if not node.handshake:
+            self.dirty = True
+
+    def reset(self, new_id=None) -> None:
+        """CLUSTER RESET: forget every peer; HARD also takes a new ID."""
+        for n in self.peers():
+            self._remove(n)
+        self.blacklist.clear()
+        if new_id is not None:
+            del self.nodes[self.myself.id]
+            self.myself.id = new_id
+            self.nodes[new_id] = self.myself
+        self.dirty = True
+
+    def restore(self, leaving: bool, peers, now: int) -> None:
+        """Peers from the node file: known (no handshake), linked at once,
+        suspected only if they stay silent for ``node_timeout``."""
+        self.leaving = self.myself.leaving = leaving
+        for node_id, host, port, peer_leaving in peers:
+            if node_id in self.nodes:
+                continue
+            node = ClusterNode(node_id, host, port, now)
+            node.leaving = peer_leaving
+            self.nodes[node_id] = node
+            self.outbox.append(Link(node_id, host, port))
+
+    def set_leaving(self, leaving: bool) -> None:
+        if leaving != self.leaving:
+            self.leaving = leaving
+            self.myself.leaving = leaving
+            self.dirty = True
+
+    # -- links -------------------------------------------------------------
+
+    def link_up(self, node_id: bytes, now: int) -> None:
+        node = self.nodes.get(node_id)
+        if node is None:
+            self.outbox.append(Unlink(node_id))
+            return
+        node.connected = True
+        self._ping(node, now, M.Meet if node.meet else M.Ping)
+
+    def link_down(self, node_id: bytes) -> None:
+        node = self.nodes.get(node_id)
+        if node is not None:
+            node.connected = False
+
+    # -- receiving ---------------------------------------------------------
+
+    def receive(self, header: M.Header, msg, link, now: int) -> bool:
+        """Process a membership message; return whether the sender is a
+        known node (job messages from unknown senders are ignored)."""
+        self.received += 1
+        kind = type(msg)
+        sender = self.nodes.get(header.sender)
+        via = getattr(link, "node_id", None)
+        if via is not None and via != header.sender:
+            pending = self.nodes.get(via)
+            if pending is not None and pending.handshake and kind is M.Pong:
+                sender = self._complete_handshake(pending, header, now)
+        if kind is M.Meet or kind is M.Ping:
+            if not self.myself.host and getattr(link, "local_host", b""):
+                self.myself.host = link.local_host
+                self.dirty = True
+            if sender is None and kind is M.Meet and header.sender not in self.blacklist \
+                    and header.sender != self.myself.id:
+                sender = self._add_from_meet(header, link, now)
+            self.sent += 1
+            self.outbox.append(SendLink(link, M.Pong(self._gossip(header.sender))))
+        if sender is None or sender is self.myself or sender.handshake:
+            return False
+        sender.leaving = bool(header.flags & M.H_LEAVING)
+        if kind is M.Pong:
+            sender.ping_sent = 0
+            sender.pong_received = now
+            if sender.pfail or sender.fail:
+                sender.pfail = sender.fail = False
+        elif kind is M.Meet or kind is M.Ping:
+            if sender.pfail or sender.fail:  # it talks: not failed from our side
+                sender.pfail = sender.fail = False
+        if kind is M.Fail:
+            target = self.nodes.get(msg.node_id)
+            if target is not None and target is not self.myself and not target.fail:
+                target.fail = True
+                target.pfail = True
+            return True
+        if kind in (M.Meet, M.Ping, M.Pong):
+            self._process_gossip(sender, msg.gossip, now)
+        return True
+
+    def _add_from_meet(self, header, link, now):
+        host = header.host or getattr(link, "peer_host", b"")
+        node = ClusterNode(header.sender, host, header.port, now)
+        node.pong_received = now
+        self.nodes[node.id] = node
+        self.dirty = True
+        self.outbox.append(Link(node.id, host, header.port))
+        return node
+
+    def _complete_handshake(self, pending, header, now):
+        old_id = pending.id
+        del self.nodes[old_id]
+        known = self.nodes.get(header.sender)
+        if known is not None or header.sender == self.myself.id or header.sender in self.blacklist:
+            self.outbox.append(Unlink(old_id))
+            return known if known is not self.myself else None
+        pending.id = header.sender
+        pending.handshake = False
+        pending.meet = False
+        if header.host:
+            pending.host = header.host
+        self.nodes[pending.id] = pending
+        self.outbox.append(Rekey(old_id, header.sender))
+        self.dirty = True
+        return pending
+
+    def _process_gossip(self, sender, entries, now) -> None:
+        for g in entries:
+            if g.node_id == self.myself.id:
+                continue
+            node = self.nodes.get(g.node_id)
+            if node is not None:
+                if node.handshake:
+                    continue
+                if g.flags & (M.G_PFAIL | M.G_FAIL):
+                    node.fail_reports[sender.id] = now
+                    if g.flags & M.G_FAIL and not node.fail and node.pfail:
+                        self._maybe_fail(node, now)
+                else:
+                    node.fail_reports.pop(sender.id, None)
+            elif g.host and g.port and self.blacklist.get(g.node_id, 0) <= now:
+                self._start_handshake(g.host, g.port, now)
+
+    def _maybe_fail(self, node, now) -> None:
+        valid = now - 2 * self.node_timeout
+        reports = sum(1 for t in node.fail_reports.values() if t >= valid)
+        if reports + 1 >= self.size // 2 + 1:
+            node.fail = True
+            self.broadcast(M.Fail(node.id))
+
+    # -- periodic work -----------------------------------------------------
+
+    def cron(self, now: int) -> None:
+        timeout = self.node_timeout
+        interval = min(1000, timeout // 2 or 1)
+        for node in list(self.nodes.values()):
+            if node is self.myself:
+                continue
+            if node.handshake:
+                if now - node.created > max(timeout, HANDSHAKE_TIMEOUT_MIN_MS):
+                    self._remove(node)
+                continue
+            if node.connected and now - node.last_ping >= interval and node.ping_sent == 0:
+                self._ping(node, now)
+            waited_since = node.ping_sent or (0 if node.connected else node.pong_received or node.created)
+            if waited_since and not node.pfail and now - waited_since > timeout:
+                node.pfail = True
+            if node.pfail and not node.fail:
+                self._maybe_fail(node, now)
+        if self.blacklist:
+            for node_id, until in list(self.blacklist.items()):
+                if until <= now:
+                    del self.blacklist[node_id]
+
+    # -- the node file -----------------------------------------------------
+
+    def nodes_file_text(self) -> bytes:
+        lines = [b"# disque cluster nodes file: written by the node, do not edit while it runs"]
+        for n in [*self.peers(), self.myself]:
+            if n.handshake:
+                continue
+            flags = []
+            if n is self.myself:
+                flags.append(b"myself")
+            if n.leaving or (n is self.myself and self.leaving):
+                flags.append(b"leaving")
+            lines.append(b"%s %s:%d %s" % (n.id, n.host, n.port, b",".join(flags) or b"noflags"))
+        return b"\n".join(lines) + b"\n"
+
+
+def parse_nodes_file(text: bytes):
+    """``(my_id, leaving, [(id, host, port, leaving), ...])`` from a node
+    file; raises ValueError with a line number on anything malformed."""
+    my_id = None
+    leaving = False
+    peers = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(b"#"):
+            continue
+        parts = line.split()
+        if len(parts) != 3:
+            raise ValueError("line %d: expected '<id> <host>:<port> <flags>'" % lineno)
+        node_id, addr, flags = parts
+        if len(node_id) != 40 or any(c not in b"0123456789abcdef" for c in node_id):
+            raise ValueError("line %d: bad node ID" % lineno)
+        host, sep, port = addr.rpartition(b":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536 - 10000:
+            raise ValueError("line %d: bad address" % lineno)
+        names = set(flags.split(b","))
+        if not names <= {b"myself", b"leaving", b"noflags"}:
+            raise ValueError("line %d: unknown flags" % lineno)
+        if b"myself" in names:
+            if my_id is not None:
+                raise ValueError("line %d: a second 'myself'" % lineno)
+            my_id = node_id
+            leaving = b"leaving" in names
+        else:
+            peers.append((node_id, host, int(port), b"leaving" in names))
+    if my_id is None:
+        raise ValueError("no 'myself' line")
+    return my_id, leaving, peers

@@ -29,3 +29,36 @@ class Send(NamedTuple):
 
     node_id: bytes
     message: Any
+
+
+class SendLink(NamedTuple):
+    """Send a bus message on the connection ``link`` a message came from
+    (PONG answers PING/MEET there: that is how a handshake learns who is
+    at the other end)."""
+
+    link: Any
+    message: Any
+
+
+class Link(NamedTuple):
+    """Keep a (reconnecting) bus link to ``node_id`` at ``host``:``port``
+    (the client port; the bus is on port + 10000).  Once connected the
+    adapter calls ``NodeState.link_up(node_id)``."""
+
+    node_id: bytes
+    host: bytes
+    port: int
+
+
+class Unlink(NamedTuple):
+    """Close and forget the link to ``node_id``."""
+
+    node_id: bytes
+
+
+class Rekey(NamedTuple):
+    """The link registered under ``old`` (a handshake's temporary ID) now
+    belongs to ``new``, the ID the peer told us."""
+
+    old: bytes
+    new: bytes

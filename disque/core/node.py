@@ -20,6 +20,7 @@ from heapq import heappop, heappush
 
 from . import job as J
 from .cluster import ClusterView
+from .clustered import ClusterMixin
 from .effects import Persist, Reply
 from .jobid import JobIdGenerator, is_at_most_once, ttl_minutes
 from .queue import PAUSED_IN, PAUSED_OUT, QUEUE_MAX_IDLE, Queue
@@ -59,17 +60,19 @@ class Blocked:
         self.done = False
 
 
-class NodeState:
+class NodeState(ClusterMixin):
     def __init__(self, node_id: bytes, now: int = 0, rng=None, host=b"", port=0):
         self.now = now
         self.rng = rng or _random.Random()
         self._random = self.rng.random
-        self.cluster = ClusterView(node_id, host, port)
+        self.cluster = ClusterView(node_id, host, port, self.rng)
         self.ids = JobIdGenerator(node_id, seed=self.rng.randbytes(20))
         self.jobs = BucketedDict(4096)
         self.queues = BucketedDict(256)
         self.schedule = Schedule()
         self.outbox = []
+        self.cluster.outbox = self.outbox  # one effect stream, in order
+        self._last_cron = 0
         self.persist = False  # emit Persist effects (AOF on)
         self._prev_ctime = 0
         self._my_delivered = (node_id,)
@@ -312,6 +315,7 @@ class NodeState:
                 self.process_job(job)
         self._expire_blocked()
         self._reclaim_idle_queues()
+        self.cluster_cron()
         self.serve_ready()
 
     def next_deadline(self):
@@ -566,35 +570,3 @@ class NodeState:
                     fresh.waiting = []
                 fresh.waiting.append(b)
                 b.queues[i] = fresh
-
-    # ------------------------------------------------------------------
-    # Cluster hooks.  A single node has nobody to talk to; the cluster bus
-    # layer overrides these to emit Send effects.
-    # ------------------------------------------------------------------
-
-    def cluster_queued(self, job, nack: bool) -> None:
-        pass
-
-    def cluster_willqueue(self, job) -> None:
-        pass
-
-    def cluster_setack(self, job) -> None:
-        pass
-
-    def cluster_deljob(self, job) -> None:
-        pass
-
-    def cluster_deljob_broadcast(self, job_id: bytes) -> None:
-        pass
-
-    def cluster_working(self, job) -> None:
-        pass
-
-    def cluster_pause(self, queue_name: bytes, flags: int) -> None:
-        """PAUSE ... bcast: propagate the queue state to reachable nodes."""
-
-    def set_leaving(self, leaving: bool) -> None:
-        self.cluster.leaving = leaving
-
-    def need_jobs(self, queue_name: bytes, reached_zero: bool) -> None:
-        """Federation hook: a consumer found ``queue_name`` empty."""

@@ -6,7 +6,7 @@ strategy providers below are found by name with ``twisted.plugin.getPlugins``.
 
 from twisted.application.service import ServiceMaker
 
-from disque.interfaces import IClientTransportFactory, IPersistenceFactory
+from disque.interfaces import IBusTransportFactory, IClientTransportFactory, IPersistenceFactory
 from disque.plugins import LazyStrategy
 
 disque = ServiceMaker(
@@ -24,4 +24,9 @@ persistence_none = LazyStrategy(
 transport_tcp = LazyStrategy(
     IClientTransportFactory, "tcp", "Plain TCP (the default).", "No arguments.",
     "disque.transports:tcp",
+)
+
+bus_transport_tcp = LazyStrategy(
+    IBusTransportFactory, "tcp", "Plain TCP cluster bus (the default).", "No arguments.",
+    "disque.transports:bus_tcp",
 )

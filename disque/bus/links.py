@@ -1,0 +1,109 @@
+"""One reconnecting outbound link per known peer.
+
+The core says which peers it wants links to (``Link``/``Unlink``/``Rekey``
+effects); :class:`Links` keeps a ``ClientService`` per peer, which
+reconnects with a capped backoff while the peer is down, and reports each
+new connection to the runtime (the core then sends MEET or PING on it).
+Messages to a peer whose link is down are dropped: every Disque message is
+either retried by its sender's state machine (REPLJOB every 50 ms, SETACK
+with backoff, WILLQUEUE/QUEUED each retry) or best effort by design.
+"""
+
+from twisted.application.internet import ClientService, backoffPolicy
+from twisted.internet.protocol import Factory
+
+from .protocol import BusProtocol
+
+BUS_PORT_OFFSET = 10000
+
+
+class _LinkFactory(Factory):
+    def __init__(self, link):
+        self.link = link
+
+    def buildProtocol(self, addr):
+        return BusProtocol(self.link.runtime, self.link.node_id, self.link.connected)
+
+
+class PeerLink:
+    def __init__(self, links, node_id, host, port):
+        self.runtime = links.runtime
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.protocol = None
+        endpoint = links.transport.endpoint(links.reactor, host.decode(), port + BUS_PORT_OFFSET, links.bind_host)
+        self.service = ClientService(endpoint, _LinkFactory(self), retryPolicy=backoffPolicy(0.1, 1.0, 2.0),
+                                     clock=links.reactor)
+        self.service.startService()
+
+    def connected(self, protocol):
+        self.protocol = protocol
+        self.runtime.bus_link_up(self.node_id)
+
+    def lost(self, protocol):
+        if self.protocol is protocol:
+            self.protocol = None
+            return True
+        return False
+
+    def send(self, frame):
+        if self.protocol is not None:
+            self.protocol.send_frame(frame)
+            return True
+        return False
+
+    def rename(self, node_id):
+        self.node_id = node_id
+        if self.protocol is not None:
+            self.protocol.node_id = node_id
+
+    def stop(self):
+        self.protocol = None
+        return self.service.stopService()
+
+
+class Links:
+    def __init__(self, reactor, runtime, transport, bind_host):
+        self.reactor = reactor
+        self.runtime = runtime
+        self.transport = transport
+        self.bind_host = bind_host
+        self.by_id = {}
+
+    def ensure(self, node_id, host, port):
+        link = self.by_id.get(node_id)
+        if link is not None and (link.host, link.port) == (host, port):
+            return
+        if link is not None:
+            link.stop()
+        self.by_id[node_id] = PeerLink(self, node_id, host, port)
+
+    def drop(self, node_id):
+        link = self.by_id.pop(node_id, None)
+        if link is not None:
+            link.stop()
+
+    def rekey(self, old, new):
+        link = self.by_id.pop(old, None)
+        if link is None:
+            return
+        stale = self.by_id.pop(new, None)
+        if stale is not None:
+            stale.stop()
+        link.rename(new)
+        self.by_id[new] = link
+
+    def send(self, node_id, frame):
+        link = self.by_id.get(node_id)
+        return link is not None and link.send(frame)
+
+    def lost(self, protocol):
+        link = self.by_id.get(protocol.node_id)
+        return link is not None and link.lost(protocol)
+
+    def stop_all(self):
+        from twisted.internet.defer import DeferredList
+
+        links, self.by_id = list(self.by_id.values()), {}
+        return DeferredList([link.stop() for link in links])

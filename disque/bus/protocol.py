@@ -1,0 +1,76 @@
+"""The cluster bus protocol: length-prefixed frames of :mod:`disque.bus.wire`.
+
+One class serves both directions: connections peers open to our bus port
+(``node_id`` None: we learn the sender from each frame's header) and the
+outbound links we keep to each peer (``node_id`` set by the link).  Frames
+go to the runtime, which hands them to the pure core.  A frame that fails
+to decode, or a length above ``MAX_LENGTH``, drops the connection: a peer
+that speaks garbage is not a peer, and its link will reconnect clean.
+"""
+
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+from twisted.protocols.basic import Int32StringReceiver
+
+from . import wire
+
+log = Logger(namespace="disque.bus")
+
+# A job body may be as large as a client bulk (512 MB) plus its record.
+MAX_FRAME = 512 * 1024 * 1024 + 64 * 1024
+
+
+class BusProtocol(Int32StringReceiver):
+    MAX_LENGTH = MAX_FRAME
+
+    def __init__(self, runtime, node_id=None, on_connect=None):
+        self.runtime = runtime
+        self.node_id = node_id
+        self.on_connect = on_connect
+        self.peer_host = b""
+        self.local_host = b""
+        self.closed = False
+
+    def connectionMade(self):
+        self.peer_host = self.transport.getPeer().host.encode()
+        self.local_host = self.transport.getHost().host.encode()
+        if self.on_connect is not None:
+            self.on_connect(self)
+
+    def stringReceived(self, frame):
+        if self.closed:
+            return
+        try:
+            header, msg = wire.decode(frame)
+        except wire.WireError as e:
+            log.warn("Dropping bus link from {peer}: {error}", peer=self.peer_host.decode(), error=str(e))
+            self.close()
+            return
+        self.runtime.bus_message(header, msg, self)
+
+    def lengthLimitExceeded(self, length):
+        log.warn("Dropping bus link from {peer}: frame of {n} bytes", peer=self.peer_host.decode(), n=length)
+        self.close()
+
+    def send_frame(self, frame: bytes):
+        if not self.closed:
+            self.sendString(frame)
+
+    def close(self):
+        self.closed = True
+        self.transport.loseConnection()
+
+    def connectionLost(self, reason):
+        self.closed = True
+        if self.node_id is not None:
+            self.runtime.bus_link_lost(self)
+
+
+class BusServerFactory(Factory):
+    """Accepts peers' connections on the bus port."""
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+
+    def buildProtocol(self, addr):
+        return BusProtocol(self.runtime)
