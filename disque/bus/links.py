@@ -18,6 +18,7 @@ BUS_PORT_OFFSET = 10000
 
 
 class _LinkFactory(Factory):
+    noisy = False
     def __init__(self, link):
         self.link = link
 

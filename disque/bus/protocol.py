@@ -69,6 +69,8 @@ class BusProtocol(Int32StringReceiver):
 class BusServerFactory(Factory):
     """Accepts peers' connections on the bus port."""
 
+    noisy = False
+
     def __init__(self, runtime):
         self.runtime = runtime
 

@@ -1,0 +1,216 @@
+"""Public fakes for tests and plugin authors.
+
+:class:`SimCluster` wires several pure :class:`~disque.core.node.NodeState`
+cores together in memory, with one integer clock and no reactor: ``Send`` /
+``SendLink`` effects become deliveries through a FIFO, ``Link`` effects
+become simulated links (up at once if a node listens at that address), and
+partitions or dead nodes drop traffic.  Deterministic for a given seed, and
+thousands of times faster than sockets, so the state machine can be tested
+message by message.
+
+    sim = SimCluster(3)
+    sim.chain_meet()           # node i meets node i+1
+    sim.settle()               # deliver and tick until the mesh is complete
+    assert all(n.cluster.reachable == 2 for n in sim.nodes)
+"""
+
+import random
+from collections import deque
+
+from .core import effects as E
+from .core.node import NodeState
+
+HOST = b"127.0.0.1"
+BASE_PORT = 7000
+
+
+class SimLink:
+    """One end of a simulated bus connection."""
+
+    __slots__ = ("owner", "node_id", "peer_host", "local_host", "other", "up")
+
+    def __init__(self, owner, node_id, peer_host):
+        self.owner = owner  # index of the node holding this end
+        self.node_id = node_id  # for an outbound link: the id the owner uses for the peer
+        self.peer_host = peer_host
+        self.local_host = HOST
+        self.other = None
+        self.up = True
+
+
+class SimCluster:
+    def __init__(self, n, seed=0, now=1_795_347_500_000, node_timeout=15000):
+        self.rng = random.Random(seed)
+        self.now = now
+        self.nodes = []
+        self.ports = []
+        self.alive = []
+        self.outbound = []  # per node: {node_id: SimLink}
+        self.queue = deque()  # (receiver index, header, msg, link)
+        self.cut = set()  # frozenset({i, j}) pairs that cannot talk
+        self.delivered = []  # (sender index, receiver index, msg) log
+        for i in range(n):
+            self.add_node(node_timeout)
+
+    # -- topology --------------------------------------------------------
+
+    def add_node(self, node_timeout=15000):
+        i = len(self.nodes)
+        node_id = bytes(self.rng.getrandbits(8) for _ in range(20)).hex().encode()
+        node = NodeState(node_id, self.now, rng=random.Random(self.rng.random()), port=BASE_PORT + i)
+        node.cluster.node_timeout = node_timeout
+        self.nodes.append(node)
+        self.ports.append(BASE_PORT + i)
+        self.alive.append(True)
+        self.outbound.append({})
+        return node
+
+    def index_of(self, node_id):
+        for i, n in enumerate(self.nodes):
+            if n.my_id == node_id:
+                return i
+        return None
+
+    def partition(self, *groups):
+        """Only nodes of the same group can talk (indexes)."""
+        self.cut = set()
+        for a in range(len(self.nodes)):
+            for b in range(len(self.nodes)):
+                if a != b and not any(a in g and b in g for g in groups):
+                    self.cut.add(frozenset((a, b)))
+
+    def heal(self):
+        self.cut = set()
+
+    def kill(self, i):
+        self.alive[i] = False
+        for j, links in enumerate(self.outbound):
+            for link in links.values():
+                if link.other is not None and link.other.owner == i:
+                    self._link_down(j, link)
+        self.outbound[i].clear()
+
+    def revive(self, i):
+        """Node ``i`` comes back with its state (as after a restart that
+        reloaded its node file): links to every known peer again."""
+        self.alive[i] = True
+        node = self.nodes[i]
+        for peer in node.cluster.peers():
+            node.outbox.append(E.Link(peer.id, peer.host, peer.port))
+        self._drain(i)
+        self.pump()
+
+    def _can_talk(self, a, b):
+        return self.alive[a] and self.alive[b] and frozenset((a, b)) not in self.cut
+
+    # -- driving ---------------------------------------------------------
+
+    def chain_meet(self):
+        for i in range(len(self.nodes) - 1):
+            self.call(i, "meet", HOST, self.ports[i + 1])
+
+    def call(self, i, method, *args):
+        node = self.nodes[i]
+        node.set_time(self.now)
+        result = getattr(node, method)(*args)
+        self._drain(i)
+        self.pump()
+        return result
+
+    def pump(self, limit=1_000_000):
+        """Deliver queued messages (and what they cause) until none is left."""
+        n = 0
+        while self.queue and n < limit:
+            n += 1
+            sender, receiver, header, msg, link = self.queue.popleft()
+            if not self._can_talk(sender, receiver):
+                continue
+            node = self.nodes[receiver]
+            node.set_time(self.now)
+            self.delivered.append((sender, receiver, msg))
+            node.bus_receive(header, msg, link)
+            self._drain(receiver)
+        return n
+
+    def advance(self, ms, step=100):
+        """Move the clock ``ms`` forward, ticking every node each ``step``."""
+        end = self.now + ms
+        while self.now < end:
+            self.now = min(end, self.now + step)
+            self._retry_links()
+            for i, node in enumerate(self.nodes):
+                if self.alive[i]:
+                    node.set_time(self.now)
+                    node.tick()
+                    self._drain(i)
+            self.pump()
+
+    def settle(self, ms=3000):
+        self.pump()
+        self.advance(ms)
+
+    # -- effects ---------------------------------------------------------
+
+    def _drain(self, i):
+        node = self.nodes[i]
+        effects = node.outbox[:]
+        node.outbox.clear()
+        for e in effects:
+            kind = type(e)
+            if kind is E.Send:
+                link = self.outbound[i].get(e.node_id)
+                if link is not None and link.up and link.other is not None:
+                    self.queue.append((i, link.other.owner, node.cluster.header(), e.message, link.other))
+            elif kind is E.SendLink:
+                other = e.link.other
+                if other is not None and e.link.up:
+                    self.queue.append((i, other.owner, node.cluster.header(), e.message, other))
+            elif kind is E.Link:
+                self.outbound[i][e.node_id] = SimLink(i, e.node_id, e.host)
+                self.outbound[i][e.node_id].up = False
+                self.outbound[i][e.node_id].other = None
+                self._connect(i, self.outbound[i][e.node_id], e.host, e.port)
+            elif kind is E.Unlink:
+                self.outbound[i].pop(e.node_id, None)
+            elif kind is E.Rekey:
+                link = self.outbound[i].pop(e.old, None)
+                if link is not None:
+                    link.node_id = e.new
+                    self.outbound[i][e.new] = link
+            elif kind is E.Reply:
+                pass  # client replies: tests read them from node state
+
+    def _connect(self, i, link, host, port):
+        if port not in self.ports:
+            return
+        j = self.ports.index(port)
+        if host != HOST or not self._can_talk(i, j):
+            return
+        link.up = True
+        inbound = SimLink(j, None, HOST)
+        link.other, inbound.other = inbound, link
+        node = self.nodes[i]
+        node.set_time(self.now)
+        node.link_up(link.node_id)
+        self._drain(i)
+
+    def _link_down(self, i, link):
+        link.up = False
+        link.other = None
+        node = self.nodes[i]
+        node.set_time(self.now)
+        node.link_down(link.node_id)
+        self._drain(i)
+
+    def _retry_links(self):
+        for i, links in enumerate(self.outbound):
+            if not self.alive[i]:
+                continue
+            for link in list(links.values()):
+                if link.up and link.other is not None and not self._can_talk(i, link.other.owner):
+                    self._link_down(i, link)
+                elif not link.up:
+                    node = self.nodes[i]
+                    peer = node.cluster.nodes.get(link.node_id)
+                    if peer is not None:
+                        self._connect(i, link, peer.host, peer.port)
