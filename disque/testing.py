@@ -49,6 +49,7 @@ class SimCluster:
         self.queue = deque()  # (receiver index, header, msg, link)
         self.cut = set()  # frozenset({i, j}) pairs that cannot talk
         self.delivered = []  # (sender index, receiver index, msg) log
+        self.replies = []  # (node index, client handle, payload) of Reply effects
         for i in range(n):
             self.add_node(node_timeout)
 
@@ -178,7 +179,7 @@ class SimCluster:
                     link.node_id = e.new
                     self.outbound[i][e.new] = link
             elif kind is E.Reply:
-                pass  # client replies: tests read them from node state
+                self.replies.append((i, e.client, e.payload))
 
     def _connect(self, i, link, host, port):
         if port not in self.ports:

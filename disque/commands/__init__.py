@@ -2,8 +2,11 @@
 
 One table maps lower-case command names to :class:`Command` records (arity
 with the Redis convention, flags as shown by COMMAND, handler).  Handlers
-return the encoded reply, or :data:`BLOCKED` when the client is parked (the
-node later delivers its reply as a ``Reply`` effect).
+return the encoded reply; :data:`BLOCKED` when the client is parked (the
+node later delivers its reply as a ``Reply`` effect, and later pipelined
+requests wait); or a :class:`ReplySlot`, a reply that will come later but
+does not hold up the requests behind it (ADDJOB waiting for its copies:
+pipelined ADDJOBs replicate concurrently, replies stay in order).
 """
 
 import time
@@ -12,6 +15,29 @@ from ..core.node import CommandError
 from ..resp import reply as R
 
 BLOCKED = object()
+
+
+class ReplySlot:
+    """A reply to come, in its place in the connection's output order.
+
+    The core fills it through a ``Reply(slot, payload)`` effect: the
+    adapter calls ``slot.conn.deliver(payload)``, so the slot is its own
+    ``conn``."""
+
+    __slots__ = ("proto", "payload")
+
+    def __init__(self, proto):
+        self.proto = proto
+        self.payload = None
+
+    @property
+    def conn(self):
+        return self
+
+    def deliver(self, payload):
+        if self.payload is None:
+            self.payload = payload
+            self.proto.slot_filled()
 
 
 class Command:

@@ -5,7 +5,7 @@ changes live in :mod:`disque.core.node`."""
 from ..core import job as J
 from ..core.node import CommandError
 from ..resp import reply as R
-from . import command
+from . import ReplySlot, command
 from .args import parse_cursor, parse_int_or_error, parse_ll, parse_timeout, validate_ids
 
 SYNTAX = CommandError(b"ERR", b"syntax error")
@@ -75,9 +75,16 @@ def addjob(ctx, client, argv):
         else:
             raise SYNTAX
         i += 1
-    parse_timeout(argv[3])
+    timeout = parse_timeout(argv[3])
     job = node.add_job(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_)
+    if job.state == J.WAIT_REPL:
+        slot = ReplySlot(client.conn)
+        node.await_replication(job, slot, timeout, b"+" + job.id + b"\r\n", NOREPL_TIMEOUT)
+        return slot
     return b"+" + job.id + b"\r\n"
+
+
+NOREPL_TIMEOUT = b"-NOREPL Timeout reached before replicating to the requested number of nodes\r\n"
 
 
 # ----------------------------------------------------------------------

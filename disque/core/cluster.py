@@ -114,6 +114,12 @@ class ClusterView:
         me = self.myself
         return sum(1 for n in self.nodes.values() if n is not me and n.reachable)
 
+    @property
+    def leaving_peers(self) -> int:
+        """Reachable peers that are leaving (no new copies go to them)."""
+        me = self.myself
+        return sum(1 for n in self.nodes.values() if n is not me and n.leaving and n.reachable)
+
     def peers(self):
         return [n for n in self.nodes.values() if n is not self.myself]
 

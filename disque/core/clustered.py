@@ -7,10 +7,15 @@ section as ``seeds/disque-readme.txt`` names them.  Every handler runs at
 ``self.now`` and reports what to send as effects in ``self.outbox``.
 """
 
+from heapq import heappop, heappush
+
+from . import job as J
 from . import messages as M
 from .cluster import new_node_id
+from .effects import Persist, Reply
 
 CRON_PERIOD_MS = 100
+REPL_RETRY_MS = 50  # one more node every 50 ms while copies are missing
 
 
 class ClusterMixin:
@@ -61,31 +66,324 @@ class ClusterMixin:
         self.cluster.set_leaving(leaving)
 
     # ------------------------------------------------------------------
-    # Hooks called by the local state machine (node.py)
+    # Job replication state machine
     # ------------------------------------------------------------------
 
+    def job_record(self, job) -> M.JobRecord:
+        return M.JobRecord(job.id, job.queue, job.body, job.repl, job.ctime, job.etime, job.delay,
+                           job.retry, job.nacks, job.deliv, tuple(job.delivered))
+
+    def _replication_targets(self, exclude, count):
+        """Up to ``count`` reachable, non-leaving peers not in ``exclude``,
+        shuffled (the original's replication order)."""
+        peers = [n.id for n in self.cluster.nodes.values()
+                 if n is not self.cluster.myself and n.reachable and not n.leaving and n.id not in exclude]
+        self.rng.shuffle(peers)
+        return peers[:count]
+
+    def replicate_new_job(self, job, additional: int, extrepl: bool, async_: bool, q) -> None:
+        """ADDJOB steps 1-2: the job (already registered) waits for
+        ``additional`` copies on other nodes.  With ``extrepl`` (leaving or
+        low on memory) this node keeps no copy of its own."""
+        me = self.my_id
+        targets = self._replication_targets((), additional)
+        job.delivered = tuple(targets) if extrepl else (me, *targets)
+        job.confirmed = set()
+        job.flags |= J.F_EXTREPL if extrepl else 0
+        pending = Replication(job, additional, self.now)
+        self._replicating[job.id] = pending
+        record = self.job_record(job)
+        for node_id in targets:
+            self.cluster.send(node_id, M.ReplJob(record))
+        self._repl_wakeup(pending)
+        if async_:
+            # ASYNC: the client gets its ID now and the job is queued at once
+            # (locally, unless this node keeps no copy); copies go on in the
+            # background, with no timeout but the TTL.
+            pending.async_ = True
+            self._activate(job, q)
+        else:
+            self.update_awake(job)  # TTL: a stuck replication cannot outlive it
+
+    def await_replication(self, job, handle, timeout_ms: int, ok_payload, fail_payload) -> None:
+        """Block the ADDJOB client until the copies are confirmed (``Reply``
+        to ``handle`` with ``ok_payload``) or ``timeout_ms`` passes
+        (``fail_payload``; 0 = no timeout but the job's TTL)."""
+        pending = self._replicating[job.id]
+        pending.handle = handle
+        pending.ok = ok_payload
+        pending.fail = fail_payload
+        if timeout_ms:
+            pending.deadline = self.now + timeout_ms
+            self._repl_wakeup(pending, pending.deadline)
+
+    def _repl_wakeup(self, pending, at=None) -> None:
+        self._repl_seq += 1
+        heappush(self._repl_timers, (at or self.now + REPL_RETRY_MS, self._repl_seq, pending))
+
+    def _activate(self, job, q=None) -> None:
+        """The job reached its replication level (or is ASYNC): active, and
+        queued here or, without a local copy, on one confirmed node."""
+        if job.state == J.WAIT_REPL:
+            job.state = J.ACTIVE
+        if job.flags & J.F_EXTREPL:
+            return
+        if job.delay == 0:
+            self.enqueue(job, False, q)
+        else:
+            self.update_awake(job)
+        if self.persist:
+            self.outbox.append(Persist((b"LOADJOB", job)))
+
+    def _on_gotjob(self, sender, msg) -> None:
+        pending = self._replicating.get(msg.job_id)
+        if pending is None:
+            return
+        job = pending.job
+        job.confirmed.add(sender)
+        if sender not in job.delivered:
+            job.delivered = (*job.delivered, sender)
+        if len(job.confirmed) < pending.needed:
+            return
+        del self._replicating[job.id]
+        pending.done = True
+        job.confirmed = None
+        if not pending.async_:
+            self._activate(job)
+            if pending.handle is not None:
+                self.outbox.append(Reply(pending.handle, pending.ok))
+        if job.flags & J.F_EXTREPL:
+            # Not ours to keep: one of the copies queues it, we forget it.
+            if job.delay == 0:
+                copies = [n for n in job.delivered if n != self.my_id]
+                self.cluster.send(self.rng.choice(copies), M.Enqueue(job.id))
+            self.unregister(job)
+
+    def _replication_timers(self) -> None:
+        heap = self._repl_timers
+        now = self.now
+        while heap and heap[0][0] <= now:
+            _, _, pending = heappop(heap)
+            if pending.done:
+                continue
+            job = pending.job
+            if pending.deadline and now >= pending.deadline or self.jobs.get(job.id) is not job:
+                self._replication_failed(pending)
+                continue
+            if now - pending.last_step >= REPL_RETRY_MS:
+                pending.last_step = now
+                # One more node every 50 ms, and REPLJOB again to every node
+                # that may have a copy, with the updated delivered list.
+                extra = self._replication_targets(job.delivered, 1)
+                if extra:
+                    job.delivered = (*job.delivered, extra[0])
+                record = self.job_record(job)
+                for node_id in job.delivered:
+                    if node_id != self.my_id and node_id not in job.confirmed:
+                        self.cluster.send(node_id, M.ReplJob(record))
+            self._repl_wakeup(pending)
+
+    def _replication_failed(self, pending) -> None:
+        """ms-timeout reached: NOREPL to the client, best-effort delete of
+        the copies.  An ASYNC job whose copies never came stays as it is."""
+        pending.done = True
+        self._replicating.pop(pending.job.id, None)
+        job = pending.job
+        if pending.async_:
+            job.confirmed = None
+            return
+        if pending.handle is not None:
+            self.outbox.append(Reply(pending.handle, pending.fail))
+        for node_id in job.delivered:
+            if node_id != self.my_id:
+                self.cluster.send(node_id, M.DelJob(job.id))
+        if self.jobs.get(job.id) is job:
+            self.unregister(job)
+
+    def _on_repljob(self, sender, msg) -> None:
+        rec = msg.job
+        job = self.jobs.get(rec.id)
+        if job is not None:
+            if job.state != J.ACKED:
+                merged = tuple(dict.fromkeys((*job.delivered, *rec.delivered)))
+                if merged != job.delivered:
+                    job.delivered = merged
+                self.cluster.send(sender, M.GotJob(rec.id))
+            return
+        if self.memory_level > 0 or self.cluster.leaving:
+            return  # no GOTJOB: the sender tries another node
+        queue = rec.queue
+        q = self.queues.get(queue)
+        if q is not None:
+            queue = q.name
+        now = self.now
+        job = J.Job(rec.id, queue, rec.body, J.ACTIVE, rec.repl, rec.ctime, rec.etime, rec.delay, rec.retry,
+                    (now + (rec.delay + rec.retry) * 1000 + self._jitter()) if rec.retry else 0)
+        job.nacks = rec.nacks
+        job.deliv = rec.deliv
+        job.delivered = rec.delivered if self.my_id in rec.delivered else (*rec.delivered, self.my_id)
+        # A copy's first queueing is a re-queue: broadcast QUEUED, count it.
+        job.flags = J.F_BCAST_QUEUED | (J.F_BCAST_WILLQUEUE if rec.retry else 0)
+        self.register(job)
+        if self.persist:
+            self.outbox.append(Persist((b"LOADJOB", job)))
+        self.cluster.send(sender, M.GotJob(rec.id))
+
+    def _on_enqueue(self, sender, msg) -> None:
+        job = self.jobs.get(msg.job_id)
+        if job is None or job.state != J.ACTIVE:
+            return
+        job.flags &= ~J.F_BCAST_QUEUED  # the first queueing, asked by the creator
+        if not job.qtime and job.retry == 0:
+            job.qtime = 1  # at-most-once: this is its one queueing
+        self.enqueue(job)
+        job.flags |= J.F_BCAST_QUEUED
+
+    # ------------------------------------------------------------------
+    # Job re-queueing state machine
+    # ------------------------------------------------------------------
+
+    def _send_to_copies(self, job, msg) -> None:
+        me = self.my_id
+        for node_id in job.delivered:
+            if node_id != me:
+                self.cluster.send(node_id, msg)
+
     def cluster_queued(self, job, nack: bool) -> None:
-        pass
+        self._send_to_copies(job, M.Queued(job.id, nack))
 
     def cluster_willqueue(self, job) -> None:
-        pass
-
-    def cluster_setack(self, job) -> None:
-        pass
-
-    def cluster_deljob(self, job) -> None:
-        pass
-
-    def cluster_deljob_broadcast(self, job_id: bytes) -> None:
-        pass
+        self._send_to_copies(job, M.WillQueue(job.id))
 
     def cluster_working(self, job) -> None:
-        pass
+        self._send_to_copies(job, M.Working(job.id))
+
+    def _on_willqueue(self, sender, msg) -> None:
+        job = self.jobs.get(msg.job_id)
+        if job is None:
+            return
+        if job.state == J.QUEUED:
+            self._send_to_copies(job, M.Queued(job.id, False))
+        elif job.state == J.ACKED:
+            self.cluster.send(sender, M.SetAck(job.id, len(job.delivered)))
+
+    def _on_queued(self, sender, msg) -> None:
+        job = self.jobs.get(msg.job_id)
+        if job is None or job.state == J.ACKED:
+            return
+        if job.state == J.QUEUED and sender > self.my_id:
+            self.dequeue(job)
+        if msg.nack:
+            job.nacks += 1
+        else:
+            job.deliv += 1
+        if job.retry:
+            job.flags |= J.F_BCAST_WILLQUEUE | J.F_BCAST_QUEUED
+            self.set_requeue_time(job, self.now + job.retry * 1000 + self._jitter())
+
+    def _on_working(self, sender, msg) -> None:
+        job = self.jobs.get(msg.job_id)
+        if job is None or job.state == J.ACKED:
+            return
+        if job.state == J.QUEUED:
+            self.dequeue(job)
+        if job.retry:
+            job.flags |= J.F_BCAST_WILLQUEUE
+            self.set_requeue_time(job, self.now + job.retry * 1000 + self._jitter())
+
+    # ------------------------------------------------------------------
+    # Acknowledged jobs garbage collection state machine
+    # ------------------------------------------------------------------
+
+    def cluster_setack(self, job) -> None:
+        """START-GC: SETACK to the nodes that may have a copy and did not
+        confirm; a dummy ACK (no known copies) asks everybody."""
+        if not job.delivered:
+            self.cluster.broadcast(M.SetAck(job.id, 0))
+            return
+        confirmed = job.confirmed or ()
+        msg = M.SetAck(job.id, len(job.delivered))
+        for node_id in job.delivered:
+            if node_id != self.my_id and node_id not in confirmed:
+                self.cluster.send(node_id, msg)
+
+    def cluster_deljob(self, job) -> None:
+        self._send_to_copies(job, M.DelJob(job.id))
+
+    def cluster_deljob_broadcast(self, job_id: bytes) -> None:
+        self.cluster.broadcast(M.DelJob(job_id))
+
+    def _on_setack(self, sender, msg) -> None:
+        job = self.jobs.get(msg.job_id)
+        if job is not None:
+            self.acknowledge(job)
+        may_have = msg.may_have
+        gotack = False
+        if job is None or len(job.delivered) <= may_have:
+            self.cluster.send(sender, M.GotAck(msg.job_id, job is not None))
+            gotack = job is not None
+        if job is not None and (len(job.delivered) > may_have or may_have == 0):
+            if may_have == 0 and not gotack:
+                self.cluster.send(sender, M.GotAck(msg.job_id, True))
+            self.try_gc(job)
+
+    def _on_gotack(self, sender, msg) -> None:
+        job = self.jobs.get(msg.job_id)
+        if job is None:
+            return
+        self.acknowledge(job)
+        known = msg.known
+        if known and job.delivered and sender not in job.delivered:
+            job.delivered = (*job.delivered, sender)
+        if known or job.delivered or sender in job.delivered:
+            if job.confirmed is None:
+                job.confirmed = {self.my_id}
+            job.confirmed.add(sender)
+        confirmed = job.confirmed or ()
+        if job.delivered and all(n in confirmed for n in job.delivered):
+            self._send_to_copies(job, M.DelJob(job.id))
+            self.unregister(job)
+        elif not job.delivered and (known or len(confirmed) >= self.cluster.size):
+            self.unregister(job)
+
+    def _on_deljob(self, sender, msg) -> None:
+        job = self.jobs.get(msg.job_id)
+        if job is not None:
+            self.unregister(job)
+
+    # ------------------------------------------------------------------
+    # PAUSE ... bcast, federation
+    # ------------------------------------------------------------------
 
     def cluster_pause(self, queue_name: bytes, flags: int) -> None:
         """PAUSE ... bcast: propagate the queue state to reachable nodes."""
+        self.cluster.broadcast(M.Pause(queue_name, flags), reachable_only=True)
+
+    def _on_pause(self, sender, msg) -> None:
+        self.set_pause(msg.queue, msg.flags, True)
 
     def need_jobs(self, queue_name: bytes, reached_zero: bool) -> None:
         """Federation hook: a consumer found ``queue_name`` empty."""
 
-    _HANDLERS = {}
+    _HANDLERS = {
+        M.ReplJob: _on_repljob, M.GotJob: _on_gotjob, M.Enqueue: _on_enqueue,
+        M.WillQueue: _on_willqueue, M.Queued: _on_queued, M.Working: _on_working,
+        M.SetAck: _on_setack, M.GotAck: _on_gotack, M.DelJob: _on_deljob, M.Pause: _on_pause,
+    }
+
+
+class Replication:
+    """An ADDJOB waiting for its copies (the original's blocked client
+    plus the 50 ms replication timer)."""
+
+    __slots__ = ("job", "needed", "handle", "ok", "fail", "deadline", "last_step", "async_", "done")
+
+    def __init__(self, job, needed, now):
+        self.job = job
+        self.needed = needed
+        self.handle = None
+        self.ok = self.fail = None
+        self.deadline = 0
+        self.last_step = now
+        self.async_ = False
+        self.done = False

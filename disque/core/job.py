@@ -23,6 +23,7 @@ STATE_BY_NAME = {name: i for i, name in enumerate(STATE_NAMES)}
 F_BCAST_QUEUED = 1  # the next enqueue is a re-queue: broadcast QUEUED
 F_BCAST_WILLQUEUE = 2  # wake up 500 ms before qtime to send WILLQUEUE
 F_DELIVERED = 4  # served to a client at least once by this node
+F_EXTREPL = 8  # created here without a local copy (leaving / low memory)
 
 WILLQUEUE_ADVANCE = 500  # ms before qtime when WILLQUEUE is sent
 DEFAULT_RETRY_MAX = 300  # s, cap of the default RETRY (TTL/10)

@@ -73,6 +73,9 @@ class NodeState(ClusterMixin):
         self.outbox = []
         self.cluster.outbox = self.outbox  # one effect stream, in order
         self._last_cron = 0
+        self._replicating = {}  # job id -> Replication (ADDJOB waiting for copies)
+        self._repl_timers = []  # heap of (time, seq, Replication); stale when done
+        self._repl_seq = 0
         self.persist = False  # emit Persist effects (AOF on)
         self._prev_ctime = 0
         self._my_delivered = (node_id,)
@@ -244,8 +247,8 @@ class NodeState(ClusterMixin):
         leaving = self.cluster.leaving
         extrepl = leaving or self.memory_level > 0
         additional = repl if extrepl else repl - 1
-        if additional > 0 and additional > self.cluster.reachable:
-            reachable = self.cluster.reachable
+        if additional > 0 and additional > self.cluster.reachable - self.cluster.leaving_peers:
+            reachable = self.cluster.reachable - self.cluster.leaving_peers
             if extrepl and additional - 1 == reachable:
                 reason = b"I'm leaving the cluster" if leaving else b"I'm out of memory"
                 raise CommandError(b"NOREPL", b"Not enough reachable nodes for the requested replication level, since I'm unable to hold a copy of the message for the following reason: " + reason)
@@ -266,9 +269,12 @@ class NodeState(ClusterMixin):
             self.ids.new_id(ttl, retry), queue, body, J.WAIT_REPL, repl,
             ctime, now + ttl * 1000, delay, retry, now + (delay or retry) * 1000,
         )
-        job.delivered = self._my_delivered
         if not self.jobs.add(job.id, job):  # 144 random bits: only a bug gets here
             raise CommandError(b"ERR", b"Internal error creating the job, check server logs")
+        if additional > 0:
+            self.replicate_new_job(job, additional, extrepl, async_, q)
+            return job
+        job.delivered = self._my_delivered
         if delay == 0:
             self.enqueue(job, False, q)  # schedules the job
         else:
@@ -313,6 +319,8 @@ class NodeState(ClusterMixin):
         for job in self.schedule.pop_due(self.now):
             if self.jobs.get(job.id) is job:
                 self.process_job(job)
+        if self._repl_timers:
+            self._replication_timers()
         self._expire_blocked()
         self._reclaim_idle_queues()
         self.cluster_cron()
@@ -322,6 +330,11 @@ class NodeState(ClusterMixin):
         """Earliest time (ms) at which :meth:`tick` has work, or None."""
         t = self.schedule.next_time(self.now)
         heap = self._deadlines
+        while heap and heap[0][2].done:
+            heappop(heap)
+        if heap and (t is None or heap[0][0] < t):
+            t = heap[0][0]
+        heap = self._repl_timers
         while heap and heap[0][2].done:
             heappop(heap)
         if heap and (t is None or heap[0][0] < t):
@@ -415,8 +428,10 @@ class NodeState(ClusterMixin):
 
     def working(self, job_id: bytes) -> int:
         job = self.jobs.get(job_id)
-        if job is None or job.state == J.ACKED:
+        if job is None:
             raise CommandError(b"NOJOB", b"Job not known in the context of this node.")
+        if job.state == J.ACKED:
+            return job.retry  # as the original: nothing left to postpone
         created = job.created_ms()
         ttl = job.etime - created
         if ttl > 0 and self.now - created > ttl // 2:

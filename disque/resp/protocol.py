@@ -13,7 +13,7 @@ from collections import deque
 
 from twisted.internet.protocol import Factory, Protocol
 
-from ..commands import BLOCKED, dispatch
+from ..commands import BLOCKED, ReplySlot, dispatch
 from ..commands.context import REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT
 from .codec import ProtocolError, RequestParser
 
@@ -30,6 +30,7 @@ class RespProtocol(Protocol):
         self.runtime = runtime
         self.parser = RequestParser()
         self.pending = deque()
+        self.slots = None  # deque of replies (bytes | ReplySlot) held behind an unfilled slot
 
     # -- connection ------------------------------------------------------
 
@@ -89,7 +90,7 @@ class RespProtocol(Protocol):
         if error is not None:
             out.append(b"-ERR " + error + b"\r\n")
         if out:
-            self._write(b"".join(out))
+            self._emit(out)
         if error is not None:
             self.closing = True
             self.transport.loseConnection()
@@ -118,6 +119,8 @@ class RespProtocol(Protocol):
                 self.pending.extend(it)
                 break
             mode = client.reply_mode
+            if type(result) is ReplySlot and mode == REPLY_ON and self.slots is None:
+                self.slots = deque()
             if mode == REPLY_ON:
                 out.append(result)
             elif mode == REPLY_SKIP_NEXT:  # CLIENT REPLY SKIP itself: silent
@@ -134,6 +137,34 @@ class RespProtocol(Protocol):
         self.runtime.ctx.stats.net_out += len(data)
         self.transport.write(data)
 
+    def _emit(self, out):
+        """Write ``out`` (one batch of replies), or queue it behind a reply
+        slot still waiting to be filled."""
+        if self.slots is None:
+            self._write(b"".join(out))
+        else:
+            self.slots.extend(out)
+            self.slot_filled()
+
+    def slot_filled(self):
+        """Write every reply now ready at the head of the slot queue."""
+        slots = self.slots
+        if slots is None or self.closing:
+            return
+        ready = []
+        while slots:
+            item = slots[0]
+            if type(item) is ReplySlot:
+                if item.payload is None:
+                    break
+                item = item.payload
+            ready.append(item)
+            slots.popleft()
+        if not slots:
+            self.slots = None
+        if ready:
+            self._write(b"".join(ready))
+
     def deliver(self, payload):
         """Write a reply produced outside this connection's request flow:
         a parked command's reply (then resume the pipeline) or a MONITOR
@@ -147,7 +178,7 @@ class RespProtocol(Protocol):
                 self.client.reply_mode = REPLY_ON
             self.resume(out)
         else:
-            self._write(payload)
+            self._emit([payload])
 
     def resume(self, out=None):
         out = out if out is not None else []
@@ -158,7 +189,7 @@ class RespProtocol(Protocol):
         if error is not None and not (self.parked or self.pending):
             out.append(b"-ERR " + error + b"\r\n")
         if out:
-            self._write(b"".join(out))
+            self._emit(out)
         if error is not None and not (self.parked or self.pending):
             self.close()
 
