@@ -144,7 +144,7 @@ class SimCluster:
                     node.set_time(self.now)
                     node.tick()
                     self._drain(i)
-            self.pump()
+                    self.pump()  # a LAN: messages land before the next node's timers
 
     def settle(self, ms=3000):
         self.pump()

@@ -22,7 +22,7 @@ gossips = st.lists(gossip, max_size=5).map(tuple)
 MESSAGES = st.one_of(
     st.builds(M.Meet, gossips), st.builds(M.Ping, gossips), st.builds(M.Pong, gossips),
     st.builds(M.Fail, ids), st.builds(M.ReplJob, jobs), st.builds(M.GotJob, ids),
-    st.builds(M.Enqueue, ids), st.builds(M.WillQueue, ids), st.builds(M.Queued, ids, st.booleans()),
+    st.builds(M.Enqueue, ids), st.builds(M.WillQueue, ids), st.builds(M.Queued, ids, st.integers(0, 2)),
     st.builds(M.Working, ids), st.builds(M.SetAck, ids, u32), st.builds(M.GotAck, ids, st.booleans()),
     st.builds(M.DelJob, ids), st.builds(M.NeedJobs, small, u32),
     st.builds(M.YourJobs, st.lists(jobs, max_size=3).map(tuple)), st.builds(M.Pause, small, st.integers(0, 3)),

@@ -166,6 +166,12 @@ def _gossip_msg(cls):
     return (lambda out, m: _put_gossip(out, m.gossip), lambda r: cls(r.gossip()))
 
 
+def _counter(value):
+    if value > M.COUNT_NACK:
+        raise WireError("bad QUEUED counter")
+    return value
+
+
 def _put_jobs(out, jobs):
     if len(jobs) > MAX_JOBS:
         raise WireError("too many jobs")
@@ -190,8 +196,8 @@ _CODECS = {
     M.GotJob: _one_id(M.GotJob),
     M.Enqueue: _one_id(M.Enqueue),
     M.WillQueue: _one_id(M.WillQueue),
-    M.Queued: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.nack else 0))),
-               lambda r: M.Queued(r.id(), r.bool())),
+    M.Queued: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(m.counter))),
+               lambda r: M.Queued(r.id(), _counter(r.u8()))),
     M.Working: _one_id(M.Working),
     M.SetAck: (lambda out, m: (_put_id(out, m.job_id), out.append(_U32.pack(m.may_have))),
                lambda r: M.SetAck(r.id(), r.u32())),

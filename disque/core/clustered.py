@@ -250,7 +250,7 @@ class ClusterMixin:
                 self.cluster.send(node_id, msg)
 
     def cluster_queued(self, job, nack: bool) -> None:
-        self._send_to_copies(job, M.Queued(job.id, nack))
+        self._send_to_copies(job, M.Queued(job.id, M.COUNT_NACK if nack else M.COUNT_DELIVERY))
 
     def cluster_willqueue(self, job) -> None:
         self._send_to_copies(job, M.WillQueue(job.id))
@@ -263,7 +263,7 @@ class ClusterMixin:
         if job is None:
             return
         if job.state == J.QUEUED:
-            self._send_to_copies(job, M.Queued(job.id, False))
+            self._send_to_copies(job, M.Queued(job.id, M.COUNT_NONE))
         elif job.state == J.ACKED:
             self.cluster.send(sender, M.SetAck(job.id, len(job.delivered)))
 
@@ -273,9 +273,9 @@ class ClusterMixin:
             return
         if job.state == J.QUEUED and sender > self.my_id:
             self.dequeue(job)
-        if msg.nack:
+        if msg.counter == M.COUNT_NACK:
             job.nacks += 1
-        else:
+        elif msg.counter == M.COUNT_DELIVERY:
             job.deliv += 1
         if job.retry:
             job.flags |= J.F_BCAST_WILLQUEUE | J.F_BCAST_QUEUED
@@ -335,7 +335,9 @@ class ClusterMixin:
         known = msg.known
         if known and job.delivered and sender not in job.delivered:
             job.delivered = (*job.delivered, sender)
-        if known or job.delivered or sender in job.delivered:
+        # A dummy ACK (no known copies) counts every answer, so that once the
+        # whole cluster said "unknown" it can go (step 7 of GOTACK).
+        if known or job.delivered or sender in job.delivered or not job.delivered:
             if job.confirmed is None:
                 job.confirmed = {self.my_id}
             job.confirmed.add(sender)

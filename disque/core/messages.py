@@ -90,9 +90,15 @@ class WillQueue(NamedTuple):
     job_id: bytes
 
 
+# Queued.counter: which counter the receivers increment
+COUNT_NONE = 0  # an answer to WILLQUEUE: "I have it queued", nothing new
+COUNT_DELIVERY = 1  # re-queued after RETRY: additional-deliveries + 1
+COUNT_NACK = 2  # re-queued by NACK: nacks + 1
+
+
 class Queued(NamedTuple):
     job_id: bytes
-    nack: bool  # a NACK re-queued it: increment nacks, not deliveries
+    counter: int
 
 
 class Working(NamedTuple):
