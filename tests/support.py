@@ -251,3 +251,62 @@ def redis_cli(port, *args, stdin=None):
     assert exe, "redis-cli not installed (apt-get install redis-tools; .ci/run does it)"
     p = subprocess.run([exe, "-p", str(port), *args], input=stdin, capture_output=True, timeout=30)
     return p.returncode, p.stdout
+
+
+def start_cluster(workdir, n, args=(), timeout=30.0):
+    """``n`` real nodes on 127.0.0.1, joined by a chain of MEETs (node i
+    meets node i+1), returned once every node reaches all the others."""
+    nodes = [NodeProcess(os.path.join(str(workdir), "node%d" % i), args=args) for i in range(n)]
+    try:
+        for node in nodes:
+            node.start(wait=False)
+        for node in nodes:
+            node.wait_ready()
+        for a, b in zip(nodes, nodes[1:]):
+            c = a.client()
+            assert c.call("CLUSTER", "MEET", "127.0.0.1", str(b.port)) == b"OK"
+            c.close()
+        wait_full_mesh(nodes, timeout)
+    except BaseException:
+        for node in nodes:
+            node.kill()
+        raise
+    return nodes
+
+
+def cluster_info(node) -> dict:
+    c = node.client()
+    try:
+        text = c.call("CLUSTER", "INFO").decode()
+    finally:
+        c.close()
+    return dict(line.split(":", 1) for line in text.split("\r\n") if ":" in line)
+
+
+def wait_full_mesh(nodes, timeout=30.0):
+    n = len(nodes)
+
+    def meshed():
+        for node in nodes:
+            info = cluster_info(node)
+            if info["cluster_known_nodes"] != str(n) or info["cluster_reachable_nodes"] != str(n - 1):
+                return False
+        return True
+
+    wait_for(meshed, timeout=timeout, interval=0.1, what="a full mesh of %d nodes" % n)
+
+
+def call(node, *args):
+    """One command on a fresh connection to ``node``."""
+    c = node.client()
+    try:
+        return c.call(*args)
+    finally:
+        c.close()
+
+
+def show(node, job_id) -> dict:
+    reply = call(node, "SHOW", job_id)
+    if reply is None:
+        return None
+    return dict(zip(reply[::2], reply[1::2]))

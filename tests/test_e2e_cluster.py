@@ -1,0 +1,245 @@
+"""Real clusters: ``twistd -n disque`` processes on 127.0.0.1, formed from a
+chain of MEETs, driven over real sockets (and redis-cli), with kill -9 and
+restarts.  Every cluster here waits for full reachability first."""
+
+import time
+
+import hiredis
+import pytest
+
+from support import NodeProcess, call, cluster_info, redis_cli, show, start_cluster, wait_for, wait_full_mesh
+
+FAST = ("--cluster-node-timeout", "1000")
+
+
+def is_error(reply, prefix=None):
+    return isinstance(reply, hiredis.ReplyError) and (prefix is None or str(reply).startswith(prefix))
+
+
+def holders(nodes, job_id):
+    return [i for i, n in enumerate(nodes) if show(n, job_id) is not None]
+
+
+@pytest.fixture(scope="module")
+def trio(tmp_path_factory):
+    nodes = start_cluster(tmp_path_factory.mktemp("trio"), 3)
+    yield nodes
+    for n in nodes:
+        n.stop()
+
+
+@pytest.fixture
+def fresh_trio(tmp_path):
+    nodes = start_cluster(tmp_path, 3, args=FAST)
+    yield nodes
+    for n in nodes:
+        n.kill()
+
+
+# -- membership -------------------------------------------------------------------
+
+def test_cluster_nodes_hello_and_redis_cli(trio):
+    ids = [call(n, "CLUSTER", "MYID") for n in trio]
+    assert len(set(ids)) == 3
+    lines = call(trio[0], "CLUSTER", "NODES").decode().splitlines()
+    assert len(lines) == 3
+    assert lines[-1].startswith(ids[0].decode() + " 127.0.0.1:%d myself " % trio[0].port)
+    for line in lines[:-1]:
+        node_id, addr, flags, _, _, link = line.split()
+        assert flags == "noflags" and link == "connected" and addr.startswith("127.0.0.1:")
+    hello = call(trio[1], "HELLO")
+    assert hello[0] == 1 and hello[1] == ids[1]
+    assert sorted(e[0] for e in hello[2:]) == sorted(ids)
+    assert all(e[3] == b"1" for e in hello[2:])
+    rc, out = redis_cli(trio[2].port, "CLUSTER", "INFO")
+    assert rc == 0 and b"cluster_known_nodes:3" in out and b"cluster_reachable_nodes:2" in out
+
+
+# -- replication --------------------------------------------------------------------
+
+def test_default_replication_is_3_copies_seen_through_show(trio):
+    job_id = call(trio[0], "ADDJOB", "rq", "body", "0")
+    j = show(trio[0], job_id)
+    assert len(j[b"nodes-delivered"]) == 3 and j[b"state"] == b"queued" and j[b"repl"] == 3
+    others = [show(n, job_id) for n in trio[1:]]
+    assert all(o[b"state"] == b"active" for o in others)
+    assert holders(trio, job_id) == [0, 1, 2]
+    assert call(trio[0], "ACKJOB", job_id) == 1
+
+
+def test_replicate_2_and_norepl_beyond_the_cluster(trio):
+    job_id = call(trio[1], "ADDJOB", "rq2", "body", "0", "REPLICATE", "2")
+    assert len(holders(trio, job_id)) == 2 and 1 in holders(trio, job_id)
+    assert len(show(trio[1], job_id)[b"nodes-delivered"]) == 2
+    assert is_error(call(trio[1], "ADDJOB", "rq2", "b", "0", "REPLICATE", "4"),
+                    "NOREPL Not enough reachable nodes")
+    call(trio[1], "FASTACK", job_id)
+    wait_for(lambda: holders(trio, job_id) == [], what="FASTACK everywhere")
+
+
+def test_pipelined_addjobs_replicate_concurrently_and_reply_in_order(trio):
+    c = trio[0].client()
+    n = 200
+    start = time.time()
+    c.send(b"".join(c.encode("ADDJOB", "pipe", "job-%d" % i, "5000") for i in range(n)))
+    ids = [c.read() for _ in range(n)]
+    elapsed = time.time() - start
+    c.close()
+    assert all(isinstance(i, bytes) and i.startswith(b"D-") for i in ids) and len(set(ids)) == n
+    # Served in creation order, so the replies came in request order.
+    bodies = []
+    c = trio[0].client()
+    for _ in range(n):
+        bodies.append(c.call("GETJOB", "NOHANG", "FROM", "pipe")[0][2])
+    assert bodies == [b"job-%d" % i for i in range(n)]
+    c.call("ACKJOB", *ids)
+    c.close()
+    assert elapsed < 10
+
+
+def test_ack_gc_across_nodes_and_ack_where_the_job_is_unknown(trio):
+    job_id = call(trio[0], "ADDJOB", "gq", "body", "0")
+    got = call(trio[0], "GETJOB", "NOHANG", "FROM", "gq")
+    assert got[0][1] == job_id
+    assert call(trio[1], "ACKJOB", job_id) == 1  # acked on another node
+    wait_for(lambda: holders(trio, job_id) == [], what="GC on every node")
+    job2 = call(trio[0], "ADDJOB", "gq", "body", "0", "REPLICATE", "2")
+    outsider = [i for i in range(3) if i not in holders(trio, job2)][0]
+    assert call(trio[outsider], "ACKJOB", job2) == 0  # unknown here: a dummy ACK
+    wait_for(lambda: holders(trio, job2) == [], what="GC from a dummy ACK")
+
+
+def test_pause_bcast_reaches_every_node(trio):
+    assert call(trio[0], "PAUSE", "pbq", "in", "bcast") == b"in"
+    wait_for(lambda: all(call(n, "PAUSE", "pbq", "state") == b"in" for n in trio), what="PAUSE everywhere")
+    assert is_error(call(trio[2], "ADDJOB", "pbq", "x", "0"), "PAUSED")
+    call(trio[0], "PAUSE", "pbq", "none", "bcast")
+    wait_for(lambda: all(call(n, "PAUSE", "pbq", "state") == b"none" for n in trio), what="unpause")
+
+
+# -- failures -------------------------------------------------------------------------
+
+def test_norepl_when_a_node_is_down_and_replication_timeout(fresh_trio):
+    a, b, c = fresh_trio
+    c.kill()
+    wait_for(lambda: cluster_info(a)["cluster_reachable_nodes"] == "1", timeout=10, what="C failed")
+    assert is_error(call(a, "ADDJOB", "fq", "x", "0", "REPLICATE", "3"), "NOREPL Not enough reachable")
+    job_id = call(a, "ADDJOB", "fq", "x", "0", "REPLICATE", "2")
+    assert len(show(a, job_id)[b"nodes-delivered"]) == 2
+    def c_flags():
+        (line,) = [l for l in call(a, "CLUSTER", "NODES").split(b"\n") if b" 127.0.0.1:%d " % c.port in l]
+        return line.split()[2]
+
+    assert c_flags() in (b"fail?", b"fail")  # suspected at once, failed once B agrees
+    wait_for(lambda: c_flags() == b"fail", timeout=10, what="C failed by majority")
+    hello = call(a, "HELLO")
+    assert [e[3] for e in hello[2:] if e[2] == str(c.port).encode()] == [b"100"]
+
+
+def test_replication_timeout_with_a_frozen_node(fresh_trio):
+    a, b, c = fresh_trio
+    sleeper = c.client()
+    sleeper.send(sleeper.encode("DEBUG", "SLEEP", "2"))
+    time.sleep(0.1)
+    t = time.time()
+    reply = call(a, "ADDJOB", "tq", "x", "300", "REPLICATE", "3")
+    assert is_error(reply, "NOREPL Timeout reached before replicating to the requested number of nodes")
+    assert time.time() - t < 1.5
+    assert sleeper.read(timeout=5) == b"OK"
+    sleeper.close()
+
+
+def test_ack_while_an_owner_is_down_then_gc_after_kill9_restart(fresh_trio):
+    a, b, c = fresh_trio
+    job_id = call(a, "ADDJOB", "kq", "x", "0", "REPLICATE", "3")
+    c_id = call(c, "CLUSTER", "MYID")
+    c.kill()
+    assert call(a, "ACKJOB", job_id) == 1
+    time.sleep(1.5)
+    assert show(a, job_id)[b"state"] == b"acked" and show(b, job_id)[b"state"] == b"acked"
+    c.start()
+    assert call(c, "CLUSTER", "MYID") == c_id  # the node file kept its identity
+    wait_full_mesh([a, b, c])
+    wait_for(lambda: holders([a, b, c], job_id) == [], timeout=20, what="GC once C is back")
+
+
+def test_requeue_after_retry_on_another_node(fresh_trio):
+    a, b, c = fresh_trio
+    job_id = call(a, "ADDJOB", "rtq", "x", "0", "RETRY", "1", "REPLICATE", "3")
+    assert call(a, "GETJOB", "NOHANG", "FROM", "rtq")[0][1] == job_id  # taken, never acked
+    a.kill()
+
+    def requeued():
+        return [n for n in (b, c) if call(n, "QLEN", "rtq") == 1]
+
+    got = wait_for(requeued, timeout=10, what="requeue on B or C")
+    assert len(got) == 1
+    time.sleep(1.5)
+    assert sum(call(n, "QLEN", "rtq") for n in (b, c)) == 1  # not on both
+    job = call(got[0], "GETJOB", "NOHANG", "WITHCOUNTERS", "FROM", "rtq")[0]
+    assert job[1] == job_id and job[6] >= 1  # additional-deliveries
+
+
+def test_leaving_node(fresh_trio):
+    a, b, c = fresh_trio
+    assert call(c, "CLUSTER", "LEAVING", "yes") == b"OK"
+    assert call(c, "CLUSTER", "LEAVING") == b"yes"
+    wait_for(lambda: [e[3] for e in call(a, "HELLO")[2:] if e[2] == str(c.port).encode()] == [b"100"],
+             what="A sees C leaving")
+    assert b"leaving" in [l for l in call(a, "CLUSTER", "NODES").split(b"\n") if b":%d " % c.port in l][0]
+    assert is_error(call(c, "GETJOB", "FROM", "lq"), "LEAVING")
+    job_id = call(c, "ADDJOB", "lq", "x", "0", "REPLICATE", "2")
+    assert sorted(holders([a, b, c], job_id)) == [0, 1]  # no copy on the leaving node
+    assert is_error(call(a, "ADDJOB", "lq", "x", "0", "REPLICATE", "3"), "NOREPL")
+    assert call(c, "CLUSTER", "LEAVING", "no") == b"OK"
+
+
+def test_forget_and_reset_hard(fresh_trio):
+    a, b, c = fresh_trio
+    c_id = call(c, "CLUSTER", "MYID")
+    assert call(a, "CLUSTER", "FORGET", c_id) == b"OK"
+    assert cluster_info(a)["cluster_known_nodes"] == "2"
+    old = call(b, "CLUSTER", "MYID")
+    call(b, "ADDJOB", "hq", "x", "0", "REPLICATE", "1")
+    assert call(b, "CLUSTER", "RESET", "HARD") == b"OK"
+    assert call(b, "CLUSTER", "MYID") != old and call(b, "QLEN", "hq") == 0
+    assert cluster_info(b)["cluster_known_nodes"] == "1"
+
+
+# -- the 7-node scenario ---------------------------------------------------------------------
+
+def test_seven_nodes_survive_kill9_of_a_minority(tmp_path):
+    nodes = start_cluster(tmp_path, 7, args=FAST, timeout=60)
+    try:
+        ids = {}
+        for i in range(28):
+            node = nodes[i % 7]
+            ids[call(node, "ADDJOB", "sq", "job-%d" % i, "0", "REPLICATE", "4", "RETRY", "2")] = i
+        assert all(len(holders(nodes, j)) == 4 for j in list(ids)[:5])
+        victims = [nodes[1], nodes[3], nodes[5]]
+        for v in victims:
+            v.kill()
+        survivors = [n for n in nodes if n not in victims]
+        # Every job has a copy on a survivor: after RETRY they are all served.
+        seen = set()
+
+        def drain():
+            for n in survivors:
+                while True:
+                    got = call(n, "GETJOB", "NOHANG", "COUNT", "50", "FROM", "sq")
+                    if not got:
+                        break
+                    for _, job_id, _ in got:
+                        seen.add(job_id)
+                        call(n, "ACKJOB", job_id)
+            return seen >= set(ids)
+
+        wait_for(drain, timeout=30, interval=0.5, what="every job from the survivors")
+        for v in victims:
+            v.start(wait=False)
+        for v in victims:
+            v.wait_ready()
+        wait_full_mesh(nodes, timeout=30)
+    finally:
+        for n in nodes:
+            n.kill()
