@@ -55,7 +55,8 @@ def twistd_path() -> str:
 class NodeProcess:
     """A real ``twistd -n disque`` process."""
 
-    def __init__(self, workdir, port=None, args=(), config=None):
+    def __init__(self, workdir, port=None, args=(), config=None, host="127.0.0.1"):
+        self.host = host
         self.port = port or free_port()
         self.workdir = str(workdir)
         os.makedirs(self.workdir, exist_ok=True)
@@ -69,6 +70,8 @@ class NodeProcess:
                "--port", str(self.port), "--dir", self.workdir]
         if self.config:
             cmd += ["--config", self.config]
+        if self.host != "127.0.0.1":
+            cmd += ["--bind", self.host]
         return cmd + self.args
 
     def start(self, wait=True):
@@ -88,7 +91,7 @@ class NodeProcess:
                 out = self.proc.stdout.read().decode(errors="replace")
                 raise RuntimeError("node exited with %s:\n%s\n%s" % (self.proc.returncode, out, self.log()))
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                with socket.create_connection((self.host, self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
                     # -NOAUTH: up, with requirepass set.
                     if s.recv(64).startswith((b"+PONG\r\n", b"-NOAUTH")):
@@ -118,7 +121,7 @@ class NodeProcess:
         self.stop(signal.SIGKILL)
 
     def client(self):
-        return Client(self.port)
+        return Client(self.port, host=self.host)
 
 
 class Client:

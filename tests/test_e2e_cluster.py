@@ -243,3 +243,20 @@ def test_seven_nodes_survive_kill9_of_a_minority(tmp_path):
     finally:
         for n in nodes:
             n.kill()
+
+
+def test_bus_connections_originate_from_the_bind_address(tmp_path):
+    """B listens on 127.0.0.2 only.  A learns B's address from the
+    connection B's MEET came on; had B's link left from the default source
+    (127.0.0.1), A would try to reach B where B does not listen and the
+    mesh would never form."""
+    a = NodeProcess(tmp_path / "a").start()
+    b = NodeProcess(tmp_path / "b", host="127.0.0.2").start()
+    try:
+        assert call(b, "CLUSTER", "MEET", "127.0.0.1", str(a.port)) == b"OK"
+        wait_full_mesh([a, b], timeout=15)
+        (line,) = [l for l in call(a, "CLUSTER", "NODES").split(b"\n") if l and b"myself" not in l]
+        assert line.split()[1] == b"127.0.0.2:%d" % b.port
+    finally:
+        a.kill()
+        b.kill()

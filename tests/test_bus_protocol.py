@@ -1,0 +1,88 @@
+"""The bus adapter in memory: framing, bad peers dropped, frames reach the
+runtime; the TCP bus provider honours its interface."""
+
+import struct
+
+from twisted.internet.testing import StringTransport
+from zope.interface.verify import verifyObject
+
+from disque.bus import wire
+from disque.bus.protocol import MAX_FRAME, BusProtocol
+from disque.core import messages as M
+from disque.interfaces import IBusTransport, IBusTransportFactory
+from disque.plugins import find_strategy
+
+
+class Recorder:
+    def __init__(self):
+        self.got = []
+        self.lost = []
+
+    def bus_message(self, header, msg, link):
+        self.got.append((header, msg, link))
+
+    def bus_link_lost(self, proto):
+        self.lost.append(proto)
+
+
+def connect(node_id=None):
+    rt = Recorder()
+    proto = BusProtocol(rt, node_id)
+    tr = StringTransport()
+    proto.makeConnection(tr)
+    return rt, proto, tr
+
+
+HEADER = M.Header(b"a" * 40, b"", 7711, 0)
+
+
+def frame(msg):
+    data = wire.encode(HEADER, msg)
+    return struct.pack(">I", len(data)) + data
+
+
+def test_frames_in_any_split_reach_the_runtime():
+    rt, proto, tr = connect()
+    data = frame(M.Ping(())) + frame(M.DelJob(b"D" * 40))
+    for i in range(len(data)):
+        proto.dataReceived(data[i:i + 1])
+    assert [m for _, m, _ in rt.got] == [M.Ping(()), M.DelJob(b"D" * 40)]
+    assert rt.got[0][2] is proto and not tr.disconnecting
+
+
+def test_garbage_drops_the_link_and_nothing_after_it_is_processed():
+    rt, proto, tr = connect()
+    bad = b"garbage!"
+    proto.dataReceived(struct.pack(">I", len(bad)) + bad + frame(M.Ping(())))
+    assert rt.got == [] and tr.disconnecting
+
+
+def test_oversized_length_drops_the_link_without_buffering():
+    rt, proto, tr = connect()
+    proto.dataReceived(struct.pack(">I", MAX_FRAME + 1) + b"x" * 100)
+    assert tr.disconnecting and rt.got == []
+
+
+def test_outbound_link_reports_its_loss():
+    rt, proto, tr = connect(node_id=b"b" * 40)
+    proto.connectionLost(None)
+    assert rt.lost == [proto]
+    rt2, inbound, _ = connect()
+    inbound.connectionLost(None)
+    assert rt2.lost == []
+
+
+def test_send_frame_writes_length_prefixed_frames():
+    rt, proto, tr = connect()
+    proto.send_frame(wire.encode(HEADER, M.Pong(())))
+    assert tr.value() == frame(M.Pong(()))
+    proto.close()
+    proto.send_frame(b"ignored")
+    assert tr.value() == frame(M.Pong(()))
+
+
+def test_tcp_bus_provider_is_found_by_name_and_provides_the_interface():
+    factory = find_strategy(IBusTransportFactory, "tcp")
+    assert verifyObject(IBusTransportFactory, factory)
+    transport = factory.makeBusTransport("", None)
+    assert verifyObject(IBusTransport, transport)
