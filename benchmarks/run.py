@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/run.py [--requests 100000] [--memory-jobs 1000000]
-                                      [--rounds 3] [--skip-memory]
+                                      [--rounds 3] [--skip-memory] [--skip-cluster]
 
 Starts a real ``twistd -n disque`` node and a ``redis-server`` (the
 calibration: same machine, same benchmark tool), both on free 127.0.0.1
@@ -13,6 +13,8 @@ ports, and runs ``redis-benchmark`` (from redis-tools) against them:
 * ADDJOB, 50 clients, unpipelined and ``-P 16``
 * GETJOB NOHANG, 50 clients (the queue is filled first)
 * a full ADDJOB + GETJOB + ACKJOB cycle from one pipelined Python client
+* a 3-node cluster (chain of MEETs): ADDJOB with the default REPLICATE 3,
+  50 clients unpipelined and ``-P 16``, and REPLICATE 1 for comparison
 
 and the memory per job: RSS growth of a fresh node after adding
 ``--memory-jobs`` jobs with 100-byte bodies, divided by the job count.
@@ -36,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from support import Client, NodeProcess, free_port  # noqa: E402
+from support import Client, NodeProcess, free_port, start_cluster  # noqa: E402
 
 
 def redis_benchmark(port, clients, requests, *command, pipeline=1):
@@ -163,6 +165,7 @@ def main():
     ap.add_argument("--memory-jobs", type=int, default=1000000)
     ap.add_argument("--rounds", type=int, default=3, help="interleaved PING/ADDJOB rounds")
     ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--skip-cluster", action="store_true", help="no 3-node replication benchmark")
     args = ap.parse_args()
     n = args.requests
     results = []
@@ -196,6 +199,18 @@ def main():
         if redis_proc:
             redis_proc.kill()
             redis_proc.wait()
+    if not args.skip_cluster:
+        nodes = start_cluster(os.path.join(workdir, "cluster"), 3)
+        try:
+            results.append(("3-node cluster ADDJOB (REPLICATE 3), 50 clients",
+                            *measured(nodes[0], n, "ADDJOB", "cq", "x" * 100, "0")))
+            results.append(("3-node cluster ADDJOB (REPLICATE 3), 50 clients, -P 16",
+                            *measured(nodes[0], n * 2, "ADDJOB", "cqp", "x" * 100, "0", pipeline=16)))
+            results.append(("3-node cluster ADDJOB REPLICATE 1, 50 clients",
+                            *measured(nodes[0], n, "ADDJOB", "c1", "x" * 100, "0", "REPLICATE", "1")))
+        finally:
+            for node in nodes:
+                node.stop()
     mem = None
     if not args.skip_memory:
         mem = memory_per_job(workdir, args.memory_jobs)
