@@ -260,3 +260,19 @@ def test_bus_connections_originate_from_the_bind_address(tmp_path):
     finally:
         a.kill()
         b.kill()
+
+
+def test_config_set_cluster_node_timeout_applies_at_runtime(tmp_path):
+    nodes = start_cluster(tmp_path, 3)  # default timeout: 15 s
+    a, b, c = nodes
+    try:
+        for n in (a, b):
+            assert call(n, "CONFIG", "SET", "cluster-node-timeout", "800") == b"OK"
+        assert call(a, "CONFIG", "GET", "cluster-node-timeout") == [b"cluster-node-timeout", b"800"]
+        c.kill()
+        t = time.time()
+        wait_for(lambda: cluster_info(a)["cluster_reachable_nodes"] == "1", timeout=8, what="C suspected")
+        assert time.time() - t < 5  # far below the 15 s default
+    finally:
+        for n in nodes:
+            n.kill()
