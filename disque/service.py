@@ -60,6 +60,7 @@ class NodeRuntime:
         self.on_shutdown = on_shutdown
         self.nodes_path = nodes_path  # the node file; None: not kept (in-memory tests)
         self.links = None  # disque.bus.links.Links once the bus runs
+        self._bus_batch = 0  # >0 while a bus read is being handed to the core
         now = int(reactor.seconds() * 1000)
         self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
         self.node.cluster.node_timeout = config["cluster-node-timeout"]
@@ -122,10 +123,21 @@ class NodeRuntime:
 
     # -- the cluster bus ---------------------------------------------------
 
-    def bus_message(self, header, msg, link):
+    def bus_batch_begin(self):
+        self._bus_batch += 1
         self.set_time()
+
+    def bus_batch_end(self):
+        self._bus_batch -= 1
+        if not self._bus_batch:
+            self.after_batch()
+
+    def bus_message(self, header, msg, link):
+        if not self._bus_batch:
+            self.set_time()
         self.node.bus_receive(header, msg, link)
-        self.after_batch()
+        if not self._bus_batch:
+            self.after_batch()
 
     def bus_link_up(self, node_id):
         self.set_time()

@@ -17,6 +17,15 @@ class Recorder:
     def __init__(self):
         self.got = []
         self.lost = []
+        self.batches = []
+        self.depth = 0
+
+    def bus_batch_begin(self):
+        self.depth += 1
+        self.batches.append(len(self.got))
+
+    def bus_batch_end(self):
+        self.depth -= 1
 
     def bus_message(self, header, msg, link):
         self.got.append((header, msg, link))
@@ -48,6 +57,12 @@ def test_frames_in_any_split_reach_the_runtime():
         proto.dataReceived(data[i:i + 1])
     assert [m for _, m, _ in rt.got] == [M.Ping(()), M.DelJob(b"D" * 40)]
     assert rt.got[0][2] is proto and not tr.disconnecting
+
+
+def test_frames_of_one_read_are_one_batch():
+    rt, proto, tr = connect()
+    proto.dataReceived(frame(M.Ping(())) + frame(M.Pong(())) + frame(M.DelJob(b"D" * 40)))
+    assert len(rt.got) == 3 and rt.batches == [0] and rt.depth == 0
 
 
 def test_garbage_drops_the_link_and_nothing_after_it_is_processed():

@@ -37,6 +37,16 @@ class BusProtocol(Int32StringReceiver):
         if self.on_connect is not None:
             self.on_connect(self)
 
+    def dataReceived(self, data):
+        # Every frame of this read is handed to the core first, then the
+        # effects of all of them go out together (one write per peer and
+        # client instead of one per frame).
+        self.runtime.bus_batch_begin()
+        try:
+            super().dataReceived(data)
+        finally:
+            self.runtime.bus_batch_end()
+
     def stringReceived(self, frame):
         if self.closed:
             return
