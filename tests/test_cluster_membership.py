@@ -66,7 +66,7 @@ def test_pong_with_an_id_already_known_drops_the_duplicate_handshake():
     sim.chain_meet()
     sim.settle()
     c = sim.nodes[0].cluster
-    c._start_handshake(b"127.0.0.2", sim.ports[1], sim.now)  # another address, same node
+    c.meet(b"127.0.0.2", sim.ports[1], sim.now)  # another address, same node
     temp = [p for p in c.peers() if p.handshake][0]
     # Answer as node 1 would on that link: a PONG carrying node 1's real ID.
     from disque.testing import SimLink

@@ -163,17 +163,8 @@ class ClusterView:
     # -- commands ----------------------------------------------------------
 
     def meet(self, host: bytes, port: int, now: int) -> None:
-        """CLUSTER MEET: start a handshake unless that address is known."""
-        for n in self.nodes.values():
-            if n.host == host and n.port == port and n is not self.myself:
-                return
-        temp = ClusterNode(new_node_id(), host, port, now)
-        temp.handshake = True
-        temp.meet = True
-        self.nodes[temp.id] = temp
-        self.outbox.append(Link(temp.id, host, port))
-
-    def _start_handshake(self, host: bytes, port: int, now: int) -> None:
+        """CLUSTER MEET (and gossip about an unknown node): start a
+        handshake unless a node, myself included, has that address."""
         for n in self.nodes.values():
             if n.host == host and n.port == port:
                 return
@@ -327,7 +318,7 @@ class ClusterView:
                 else:
                     node.fail_reports.pop(sender.id, None)
             elif g.host and g.port and self.blacklist.get(g.node_id, 0) <= now:
-                self._start_handshake(g.host, g.port, now)
+                self.meet(g.host, g.port, now)
 
     def _maybe_fail(self, node, now) -> None:
         valid = now - 2 * self.node_timeout
