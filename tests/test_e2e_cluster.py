@@ -276,3 +276,59 @@ def test_config_set_cluster_node_timeout_applies_at_runtime(tmp_path):
     finally:
         for n in nodes:
             n.kill()
+
+
+def test_seven_node_cluster_runs_the_whole_state_machine(tmp_path):
+    """The issue's scenarios on one 7-node cluster formed from a chain of
+    MEETs: replication counts, ACK GC, dummy ACKs, NOREPL, ACK while an
+    owner is down and GC after its kill -9 and restart, requeue on another
+    node, leaving."""
+    nodes = start_cluster(tmp_path, 7, args=FAST, timeout=60)
+    try:
+        # Replication counts through SHOW.
+        for repl in (3, 5, 7):
+            job_id = call(nodes[0], "ADDJOB", "s7", "r%d" % repl, "0", "REPLICATE", str(repl))
+            assert len(show(nodes[0], job_id)[b"nodes-delivered"]) == repl
+            assert len(holders(nodes, job_id)) == repl
+            call(nodes[0], "FASTACK", job_id)
+        default = call(nodes[3], "ADDJOB", "s7", "default", "0")
+        assert len(holders(nodes, default)) == 3
+        # ACK on a node that may not hold it; ACK on a node that surely does not.
+        assert call(nodes[5], "ACKJOB", default) in (0, 1)
+        wait_for(lambda: holders(nodes, default) == [], what="GC of the default job")
+        two = call(nodes[1], "ADDJOB", "s7", "two", "0", "REPLICATE", "2")
+        outsider = [n for i, n in enumerate(nodes) if i not in holders(nodes, two)][0]
+        assert call(outsider, "ACKJOB", two) == 0
+        wait_for(lambda: holders(nodes, two) == [], what="GC from a dummy ACK")
+
+        # An owner goes down (kill -9) holding an everywhere-job and a taken job.
+        everywhere = call(nodes[0], "ADDJOB", "s7", "x", "0", "REPLICATE", "7")
+        taken = call(nodes[2], "ADDJOB", "s7r", "t", "0", "RETRY", "1", "REPLICATE", "3")
+        taken_holders = [nodes[i] for i in holders(nodes, taken) if i != 2]
+        assert call(nodes[2], "GETJOB", "NOHANG", "FROM", "s7r")[0][1] == taken
+        nodes[2].kill()
+        survivors = [n for i, n in enumerate(nodes) if i != 2]
+        wait_for(lambda: cluster_info(nodes[0])["cluster_reachable_nodes"] == "5", timeout=10,
+                 what="node 2 suspected")
+        assert is_error(call(nodes[0], "ADDJOB", "s7", "x", "0", "REPLICATE", "7"), "NOREPL")
+        assert call(nodes[0], "ACKJOB", everywhere) == 1
+        wait_for(lambda: sum(call(n, "QLEN", "s7r") for n in taken_holders) == 1, timeout=10,
+                 what="the taken job requeued by one copy")
+        time.sleep(1.2)
+        assert sum(call(n, "QLEN", "s7r") for n in survivors) == 1
+        assert all(show(n, everywhere)[b"state"] == b"acked" for n in survivors)
+        nodes[2].start()
+        wait_full_mesh(nodes, timeout=30)
+        wait_for(lambda: holders(nodes, everywhere) == [], timeout=30, what="GC after the restart")
+
+        # Leaving.
+        leaver = nodes[6]
+        assert call(leaver, "CLUSTER", "LEAVING", "yes") == b"OK"
+        wait_for(lambda: [e[3] for e in call(nodes[0], "HELLO")[2:] if e[2] == str(leaver.port).encode()]
+                 == [b"100"], what="node 6 advertised as leaving")
+        assert is_error(call(leaver, "GETJOB", "FROM", "s7"), "LEAVING")
+        job_id = call(leaver, "ADDJOB", "s7", "from-leaver", "0", "REPLICATE", "3")
+        assert 6 not in holders(nodes, job_id) and len(holders(nodes, job_id)) == 3
+    finally:
+        for n in nodes:
+            n.kill()
