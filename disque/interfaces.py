@@ -72,6 +72,46 @@ class IBusTransportFactory(IStrategyFactory):
         """Return an :class:`IBusTransport` provider."""
 
 
+class IFederationState(Interface):
+    """A policy's per-queue state, kept in ``Queue.fed``; QSTAT and QSCAN
+    IMPORTRATE read it."""
+
+    def sources():
+        """Node IDs jobs of this queue were recently imported from."""
+
+    def import_rate(now):
+        """Jobs imported per second, around ``now`` (ms)."""
+
+
+class IFederationPolicy(Interface):
+    """Decides whom a node asks for jobs (NEEDJOBS), when, and how many jobs
+    it gives when asked.  Pure like the core: it gets the time and the
+    facts, returns decisions; the core sends the messages.  It never sees a
+    socket or the reactor."""
+
+    def wanted(queue, now, reason, peers, waiting):
+        """A consumer found ``queue`` (a ``disque.core.queue.Queue``) empty.
+        ``reason`` is ``"waiting"`` (clients blocked on it, or a GETJOB found
+        nothing), ``"zero"`` (a GETJOB just took its last job) or
+        ``"zero-blocked"`` (a blocked client just took its last job); ``peers``
+        are the IDs of reachable, non-leaving peers; ``waiting`` is the
+        number of clients blocked on it.  Return ``(node_ids, count)``: send
+        NEEDJOBS(queue, count) to those nodes (none: an empty sequence).
+        The policy may create ``queue.fed`` (an ``IFederationState``)."""
+
+    def received(queue, sender, count, now):
+        """YOURJOBS brought ``count`` jobs of ``queue`` from ``sender``."""
+
+    def to_serve(queue, requester, count, now):
+        """NEEDJOBS(queue, count) from ``requester``; ``queue`` has jobs and
+        is not paused in output.  Return how many to send (0 to decline)."""
+
+
+class IFederationPolicyFactory(IStrategyFactory):
+    def makePolicy(argstring, config):
+        """Return an :class:`IFederationPolicy` provider for one node."""
+
+
 class INodeHost(Interface):
     """What command handlers need from the process hosting the node."""
 

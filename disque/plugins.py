@@ -69,6 +69,7 @@ def persistence_spec(config):
 
 def check_strategies(config):
     """Fail early (at option parsing) when a configured strategy is missing."""
-    from .interfaces import IPersistenceFactory
+    from .interfaces import IFederationPolicyFactory, IPersistenceFactory
 
     find_strategy(IPersistenceFactory, persistence_spec(config)[0])
+    find_strategy(IFederationPolicyFactory, config["federation-policy"].partition(":")[0])

@@ -33,7 +33,8 @@ from .core.node import NodeState
 from .heap import HeapFreezer
 from .interfaces import INodeHost
 from .plugins import find_strategy, persistence_spec
-from .interfaces import IBusTransportFactory, IClientTransportFactory, IPersistenceFactory
+from .interfaces import (IBusTransportFactory, IClientTransportFactory, IFederationPolicyFactory,
+                         IPersistenceFactory)
 from .resp.protocol import RespFactory
 
 log = Logger(namespace="disque")
@@ -295,6 +296,8 @@ class DisqueNodeService(MultiService):
         else:
             self.runtime.node.cluster.dirty = True  # a new node: write its ID down
         self.bus_transport = find_strategy(IBusTransportFactory, "tcp").makeBusTransport("", config)
+        fed_name, _, fed_args = config["federation-policy"].partition(":")
+        self.runtime.node.federation = find_strategy(IFederationPolicyFactory, fed_name).makePolicy(fed_args, config)
         self.ports = []
         self.bus_ports = []
         self._cron = None

@@ -39,8 +39,11 @@ class SimLink:
 
 
 class SimCluster:
-    def __init__(self, n, seed=0, now=1_795_347_500_000, node_timeout=15000):
+    def __init__(self, n, seed=0, now=1_795_347_500_000, node_timeout=15000, policy=None):
         self.rng = random.Random(seed)
+        if policy is None:
+            from .federation.default import DefaultPolicy as policy
+        self.policy_factory = policy  # called once per node
         self.now = now
         self.nodes = []
         self.ports = []
@@ -60,6 +63,7 @@ class SimCluster:
         node_id = bytes(self.rng.getrandbits(8) for _ in range(20)).hex().encode()
         node = NodeState(node_id, self.now, rng=random.Random(self.rng.random()), port=BASE_PORT + i)
         node.cluster.node_timeout = node_timeout
+        node.federation = self.policy_factory()
         self.nodes.append(node)
         self.ports.append(BASE_PORT + i)
         self.alive.append(True)

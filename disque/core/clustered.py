@@ -13,6 +13,7 @@ from . import job as J
 from . import messages as M
 from .cluster import new_node_id
 from .effects import Persist, Reply
+from .queue import PAUSED_OUT
 
 CRON_PERIOD_MS = 100
 REPL_RETRY_MS = 50  # one more node every 50 ms while copies are missing
@@ -61,6 +62,8 @@ class ClusterMixin:
         if self.now - self._last_cron >= CRON_PERIOD_MS:
             self._last_cron = self.now
             self.cluster.cron(self.now)
+            if self.federation is not None and self._blocked:
+                self._federate_waiting()
 
     def set_leaving(self, leaving: bool) -> None:
         self.cluster.set_leaving(leaving)
@@ -364,13 +367,95 @@ class ClusterMixin:
     def _on_pause(self, sender, msg) -> None:
         self.set_pause(msg.queue, msg.flags, True)
 
-    def need_jobs(self, queue_name: bytes, reached_zero: bool) -> None:
-        """Federation hook: a consumer found ``queue_name`` empty."""
+    # ------------------------------------------------------------------
+    # Federation (NEEDJOBS / YOURJOBS); the policy decides, we execute
+    # ------------------------------------------------------------------
+
+    def need_jobs(self, queue_name: bytes, reason: str) -> None:
+        """A consumer found ``queue_name`` empty: ask the policy whom to
+        ask.  Leaving nodes never federate in."""
+        cluster = self.cluster
+        if self.federation is None or cluster.leaving or len(cluster.nodes) == 1:
+            return
+        q = self.queue_for(queue_name)
+        peers = [n.id for n in cluster.nodes.values()
+                 if n is not cluster.myself and n.reachable and not n.leaving]
+        waiting = len(q.waiting) if q.waiting else 0
+        targets, count = self.federation.wanted(q, self.now, reason, peers, waiting)
+        if targets and count > 0:
+            msg = M.NeedJobs(queue_name, count)
+            for node_id in targets:
+                cluster.send(node_id, msg)
+
+    def _federate_waiting(self) -> None:
+        """Clients still blocked: keep asking, at the policy's pace."""
+        seen = set()
+        for b in list(self._blocked.values()):
+            for q in b.queues:
+                if q.name not in seen and not q.jobs:
+                    seen.add(q.name)
+                    self.need_jobs(q.name, "waiting")
+
+    def _on_needjobs(self, sender, msg) -> None:
+        q = self.queues.get(msg.queue)
+        if q is None or not q.jobs or q.flags & PAUSED_OUT or self.federation is None:
+            return
+        n = self.federation.to_serve(q, sender, msg.count, self.now)
+        if n <= 0:
+            return
+        records = []
+        for _ in range(min(n, len(q.jobs))):
+            delivered_before = q.jobs[0].flags & J.F_DELIVERED
+            job = self.fetch(q)
+            if not delivered_before:
+                job.flags &= ~J.F_DELIVERED  # moved, not delivered by us
+            if sender not in job.delivered:
+                job.delivered = (*job.delivered, sender)
+            records.append(self.job_record(job))
+            if job.retry == 0:
+                # At most once: from now on it is on the wire or over there,
+                # never here too.
+                self.unregister(job)
+            else:
+                self.update_awake(job)  # our copy stays, with its requeue time
+        self._idle_queues[q.name] = q
+        self.cluster.send(sender, M.YourJobs(tuple(records)))
+
+    def _on_yourjobs(self, sender, msg) -> None:
+        imported = 0
+        name = None
+        for rec in msg.jobs:
+            name = rec.queue
+            job = self.jobs.get(rec.id)
+            if job is None:
+                job = J.Job(rec.id, rec.queue, rec.body, J.ACTIVE, rec.repl, rec.ctime, rec.etime, rec.delay,
+                            rec.retry, 1)
+                job.nacks = rec.nacks
+                job.deliv = rec.deliv
+                job.delivered = rec.delivered if self.my_id in rec.delivered else (*rec.delivered, self.my_id)
+                self.jobs.add(job.id, job)
+                if self.persist:
+                    self.outbox.append(Persist((b"LOADJOB", job)))
+            elif job.state != J.ACTIVE:
+                continue  # queued already, acked, or still replicating
+            elif job.retry == 0 and job.flags & J.F_DELIVERED:
+                continue  # at most once: we delivered it already
+            if job.qtime == 0:
+                job.qtime = 1  # an at-most-once job's one queueing
+            job.flags &= ~J.F_BCAST_QUEUED  # a move, not a redelivery
+            self.enqueue(job)
+            job.flags |= J.F_BCAST_QUEUED
+            if job.retry:
+                self._send_to_copies(job, M.Queued(job.id, M.COUNT_NONE))  # postpone their requeue
+            imported += 1
+        if imported and self.federation is not None:
+            self.federation.received(self.queue_for(name), sender, imported, self.now)
 
     _HANDLERS = {
         M.ReplJob: _on_repljob, M.GotJob: _on_gotjob, M.Enqueue: _on_enqueue,
         M.WillQueue: _on_willqueue, M.Queued: _on_queued, M.Working: _on_working,
         M.SetAck: _on_setack, M.GotAck: _on_gotack, M.DelJob: _on_deljob, M.Pause: _on_pause,
+        M.NeedJobs: _on_needjobs, M.YourJobs: _on_yourjobs,
     }
 
 

@@ -76,6 +76,7 @@ class NodeState(ClusterMixin):
         self._replicating = {}  # job id -> Replication (ADDJOB waiting for copies)
         self._repl_timers = []  # heap of (time, seq, Replication); stale when done
         self._repl_seq = 0
+        self.federation = None  # an IFederationPolicy; None: never federate
         self.persist = False  # emit Persist effects (AOF on)
         self._prev_ctime = 0
         self._my_delivered = (node_id,)
@@ -457,11 +458,12 @@ class NodeState(ClusterMixin):
             for name in names:
                 q = queues.get(name)
                 if q is None or not q.jobs or q.flags & PAUSED_OUT:
-                    self.need_jobs(name, False)
+                    if self.federation is not None:
+                        self.need_jobs(name, "waiting")
                     continue
                 out.append(self.fetch(q))
-                if not q.jobs:
-                    self.need_jobs(name, True)
+                if not q.jobs and self.federation is not None:
+                    self.need_jobs(name, "zero")
                 if len(out) == count:
                     return out
             if len(out) == before:
@@ -517,8 +519,8 @@ class NodeState(ClusterMixin):
             while q.waiting and q.jobs and not q.flags & PAUSED_OUT:
                 b = q.waiting[0]
                 job = self.fetch(q)
-                if not q.jobs:
-                    self.need_jobs(q.name, True)
+                if not q.jobs and self.federation is not None:
+                    self.need_jobs(q.name, "zero-blocked")
                 del self._blocked[b.client]
                 self._detach(b)
                 self.outbox.append(Reply(b.client, b.serve([job])))

@@ -6,7 +6,8 @@ strategy providers below are found by name with ``twisted.plugin.getPlugins``.
 
 from twisted.application.service import ServiceMaker
 
-from disque.interfaces import IBusTransportFactory, IClientTransportFactory, IPersistenceFactory
+from disque.interfaces import (IBusTransportFactory, IClientTransportFactory, IFederationPolicyFactory,
+                               IPersistenceFactory)
 from disque.plugins import LazyStrategy
 
 disque = ServiceMaker(
@@ -29,4 +30,9 @@ transport_tcp = LazyStrategy(
 bus_transport_tcp = LazyStrategy(
     IBusTransportFactory, "tcp", "Plain TCP cluster bus (the default).", "No arguments.",
     "disque.transports:bus_tcp",
+)
+
+federation_default = LazyStrategy(
+    IFederationPolicyFactory, "default", "The original's NEEDJOBS/YOURJOBS algorithm.", "No arguments.",
+    "disque.federation.default:factory",
 )
