@@ -103,6 +103,7 @@ class DefaultPolicy:
         st.responders[sender] = now
         st.imports.append((now, count))
         st.adhoc_delay = ADHOC_MIN_DELAY
+        st.adhoc_time = None  # the next ad hoc request may go at once
         st._expire(now)
 
     def to_serve(self, queue, requester, count, now):

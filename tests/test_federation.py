@@ -1,0 +1,195 @@
+"""Federation: the default policy's delays (unit, fake time), and
+NEEDJOBS/YOURJOBS between pure cores wired in memory."""
+
+from zope.interface.verify import verifyObject
+
+from disque.core import job as J
+from disque.core import messages as M
+from disque.core.queue import PAUSED_OUT, Queue
+from disque.federation.default import (ADHOC_MAX_DELAY, ADHOC_MIN_DELAY, BCAST_MAX_DELAY, BCAST_MIN_DELAY,
+                                       DefaultPolicy, factory)
+from disque.interfaces import IFederationPolicy, IFederationPolicyFactory, IFederationState
+from disque.plugins import find_strategy
+from disque.testing import SimCluster
+
+PEERS = (b"a" * 40, b"b" * 40)
+
+
+def asks(policy, q, now, reason="waiting", waiting=1):
+    return policy.wanted(q, now, reason, PEERS, waiting)
+
+
+# -- the policy alone --------------------------------------------------------------
+
+def test_provider_found_by_name_and_interfaces_hold():
+    f = find_strategy(IFederationPolicyFactory, "default")
+    assert verifyObject(IFederationPolicyFactory, f)
+    policy = f.makePolicy("", None)
+    assert verifyObject(IFederationPolicy, policy)
+    q = Queue(b"q", 0)
+    asks(policy, q, 1000)
+    assert verifyObject(IFederationState, q.fed)
+    assert factory.name == "default"
+
+
+def test_broadcast_delays_double_from_2s_to_30s_while_nothing_comes():
+    p, q = DefaultPolicy(), Queue(b"q", 0)
+    sent_at = []
+    for now in range(0, 120_000, 25):
+        targets, _ = asks(p, q, now)
+        if targets:
+            sent_at.append(now)
+            assert set(targets) == set(PEERS)
+    gaps = [b - a for a, b in zip(sent_at, sent_at[1:])]
+    assert gaps[:5] == [BCAST_MIN_DELAY, 4000, 8000, 16000, BCAST_MAX_DELAY]
+    assert all(g == BCAST_MAX_DELAY for g in gaps[4:])
+
+
+def test_ad_hoc_requests_to_recent_sources_from_25ms_to_2s_reset_by_jobs():
+    p, q = DefaultPolicy(), Queue(b"q", 0)
+    asks(p, q, 0)  # first broadcast
+    p.received(q, PEERS[0], 3, 10)
+    adhoc = []
+    for now in range(11, 8000):
+        q.fed.responders[PEERS[0]] = now  # still a recent source (white box: no reset)
+        targets, _ = asks(p, q, now)
+        if targets == (PEERS[0],):
+            adhoc.append(now)
+    gaps = [b - a for a, b in zip(adhoc, adhoc[1:])]
+    assert adhoc[0] == 11  # at once
+    assert gaps[:7] == [25, 50, 100, 200, 400, 800, 1600]
+    assert max(gaps) == ADHOC_MAX_DELAY
+    p.received(q, PEERS[0], 1, 8000)  # jobs again: back to the minimum
+    assert asks(p, q, 8001)[0] == (PEERS[0],)
+    assert asks(p, q, 8001 + ADHOC_MIN_DELAY - 1)[0] == ()
+    assert asks(p, q, 8001 + ADHOC_MIN_DELAY)[0] == (PEERS[0],)
+
+
+def test_no_throttling_when_a_stream_drains_the_queue():
+    p, q = DefaultPolicy(), Queue(b"q", 0)
+    asks(p, q, 0)
+    p.received(q, PEERS[0], 5, 1)
+    assert asks(p, q, 2, "zero")[0] == (PEERS[0],)
+    for t in range(3, 10):  # every time it drops to zero, at once
+        assert asks(p, q, t, "zero")[0] == (PEERS[0],)
+        assert asks(p, q, t, "zero-blocked")[0] == (PEERS[0],)
+    assert asks(p, q, 10, "waiting")[0] == ()  # plain demand is throttled
+
+
+def test_count_is_what_consumers_can_take_and_sources_expire():
+    p, q = DefaultPolicy(), Queue(b"q", 0)
+    assert asks(p, q, 0, waiting=7)[1] == 7
+    p.received(q, PEERS[1], 40, 100)
+    assert q.fed.import_rate(500) == 40 and q.fed.sources() == (PEERS[1],)
+    assert asks(p, q, 600, waiting=2)[1] == 40
+    assert q.fed.import_rate(1200) == 0
+    asks(p, q, 6000)
+    assert q.fed.sources() == ()
+
+
+# -- between nodes ---------------------------------------------------------------------
+
+def mesh(n=3, **kw):
+    sim = SimCluster(n, **kw)
+    sim.chain_meet()
+    sim.settle(3000)
+    return sim
+
+
+def block(sim, i, handle, queue=b"q"):
+    node = sim.nodes[i]
+    node.set_time(sim.now)
+    assert node.get_jobs([queue], 1) == []
+    node.block(handle, [queue], 0, lambda jobs: [j.id for j in jobs], None)
+    sim._drain(i)
+    sim.pump()
+
+
+def add(sim, i, body=b"x", queue=b"q", repl=1, retry=0):
+    node = sim.nodes[i]
+    node.set_time(sim.now)
+    job = node.add_job(queue, body, repl, 0, retry, 600, 0, False)
+    sim._drain(i)
+    sim.pump()
+    return job
+
+
+def served(sim, handle):
+    return [p for _, h, p in sim.replies if h is handle]
+
+
+def test_a_blocked_consumer_gets_a_job_produced_elsewhere_within_the_broadcast_delay():
+    sim = mesh()
+    consumer = object()
+    block(sim, 1, consumer)
+    sim.advance(500)
+    job = add(sim, 0)
+    t = sim.now
+    while not served(sim, consumer) and sim.now - t < 5000:
+        sim.advance(25, step=25)
+    assert served(sim, consumer) == [[job.id]]
+    assert sim.now - t <= BCAST_MIN_DELAY + 100
+    assert job.id not in sim.nodes[0].jobs  # at most once: moved, not copied
+    assert sim.nodes[1].get_queue(b"q").fed.sources() == (sim.nodes[0].my_id,)
+    assert any(type(m) is M.YourJobs for _, _, m in sim.delivered)
+
+
+def test_sustained_cross_node_traffic_no_duplicates_no_losses():
+    sim = mesh()
+    made, got = [], []
+    for step in range(400):  # 10 s: a job every 25 ms on A, B consumes
+        made.append(add(sim, 0, body=b"%d" % step).id)
+        b = sim.nodes[1]
+        b.set_time(sim.now)
+        got.extend(j.id for j in b.get_jobs([b"q"], 10))
+        sim._drain(1)
+        sim.pump()
+        sim.advance(25, step=25)
+    for _ in range(200):
+        b = sim.nodes[1]
+        b.set_time(sim.now)
+        got.extend(j.id for j in b.get_jobs([b"q"], 10))
+        sim._drain(1)
+        sim.pump()
+        sim.advance(25, step=25)
+    leftover = [j.id for j in sim.nodes[0].get_queue(b"q").jobs] if sim.nodes[0].get_queue(b"q") else []
+    assert len(got) == len(set(got))  # at most once: no duplicate
+    assert sorted(got + leftover) == sorted(made)  # nothing lost
+    assert len(got) > 0.8 * len(made)  # and B was fed, not starved
+    assert sim.nodes[1].get_queue(b"q").fed.import_rate(sim.now) >= 0
+
+
+def test_a_queue_paused_in_output_is_not_a_source():
+    sim = mesh()
+    sim.nodes[0].set_time(sim.now)
+    sim.nodes[0].set_pause(b"q", PAUSED_OUT, True)
+    add(sim, 0)
+    consumer = object()
+    block(sim, 1, consumer)
+    sim.advance(10000)
+    assert served(sim, consumer) == []
+    assert not any(type(m) is M.YourJobs for _, _, m in sim.delivered)
+
+
+def test_a_leaving_node_never_asks():
+    sim = mesh()
+    sim.call(1, "set_leaving", True)
+    add(sim, 0)
+    sim.nodes[1].set_time(sim.now)
+    sim.nodes[1].get_jobs([b"q"], 1)
+    sim.advance(5000)
+    assert not any(type(m) is M.NeedJobs and a == 1 for a, _, m in sim.delivered)
+
+
+def test_at_least_once_jobs_keep_a_copy_at_the_source_and_copies_postpone():
+    sim = mesh()
+    job = add(sim, 0, repl=3, retry=5)
+    consumer = object()
+    block(sim, 1, consumer)
+    sim.advance(2500, step=25)
+    assert served(sim, consumer) == [[job.id]]
+    src = sim.nodes[0].jobs.get(job.id)
+    assert src is not None and src.state == J.ACTIVE
+    # B queued it on import and told the copies (QUEUED, no counter bumped).
+    assert any(type(m) is M.Queued and m.counter == M.COUNT_NONE for _, _, m in sim.delivered)
+    assert all(n.jobs.get(job.id).deliv == 0 for n in sim.nodes)
