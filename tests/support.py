@@ -55,8 +55,9 @@ def twistd_path() -> str:
 class NodeProcess:
     """A real ``twistd -n disque`` process."""
 
-    def __init__(self, workdir, port=None, args=(), config=None, host="127.0.0.1"):
+    def __init__(self, workdir, port=None, args=(), config=None, host="127.0.0.1", env=None):
         self.host = host
+        self.env = env  # extra environment variables
         self.port = port or free_port()
         self.workdir = str(workdir)
         os.makedirs(self.workdir, exist_ok=True)
@@ -77,7 +78,8 @@ class NodeProcess:
     def start(self, wait=True):
         # No PYTHONPATH help: the node must start from the installed package
         # exactly as the README's quick start runs it.
-        self.proc = subprocess.Popen(self.command(), cwd=self.workdir,
+        env = dict(os.environ, **self.env) if self.env else None
+        self.proc = subprocess.Popen(self.command(), cwd=self.workdir, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      preexec_fn=_die_with_parent)
         if wait:
@@ -256,10 +258,10 @@ def redis_cli(port, *args, stdin=None):
     return p.returncode, p.stdout
 
 
-def start_cluster(workdir, n, args=(), timeout=30.0):
+def start_cluster(workdir, n, args=(), timeout=30.0, env=None):
     """``n`` real nodes on 127.0.0.1, joined by a chain of MEETs (node i
     meets node i+1), returned once every node reaches all the others."""
-    nodes = [NodeProcess(os.path.join(str(workdir), "node%d" % i), args=args) for i in range(n)]
+    nodes = [NodeProcess(os.path.join(str(workdir), "node%d" % i), args=args, env=env) for i in range(n)]
     try:
         for node in nodes:
             node.start(wait=False)
