@@ -193,3 +193,24 @@ def test_at_least_once_jobs_keep_a_copy_at_the_source_and_copies_postpone():
     # B queued it on import and told the copies (QUEUED, no counter bumped).
     assert any(type(m) is M.Queued and m.counter == M.COUNT_NONE for _, _, m in sim.delivered)
     assert all(n.jobs.get(job.id).deliv == 0 for n in sim.nodes)
+
+
+def test_a_third_party_policy_plugs_into_the_in_memory_cluster():
+    import os
+    import sys
+
+    from support import ROOT
+    sys.path.insert(0, os.path.join(ROOT, "examples", "federation-eager"))
+    try:
+        from eager_federation import EagerPolicy, factory as eager
+    finally:
+        sys.path.pop(0)
+    assert verifyObject(IFederationPolicyFactory, eager)
+    sim = mesh(policy=lambda: EagerPolicy(interval=50))
+    consumer = object()
+    block(sim, 1, consumer)
+    job = add(sim, 0)
+    t = sim.now
+    while not served(sim, consumer) and sim.now - t < 2000:
+        sim.advance(10, step=10)
+    assert served(sim, consumer) == [[job.id]] and sim.now - t <= 150  # cron (100 ms) + interval, not 2 s
