@@ -14,7 +14,9 @@ ports, and runs ``redis-benchmark`` (from redis-tools) against them:
 * GETJOB NOHANG, 50 clients (the queue is filled first)
 * a full ADDJOB + GETJOB + ACKJOB cycle from one pipelined Python client
 * a 3-node cluster (chain of MEETs): ADDJOB with the default REPLICATE 3,
-  50 clients unpipelined and ``-P 16``, and REPLICATE 1 for comparison
+  50 clients unpipelined and ``-P 16``, and REPLICATE 1 for comparison;
+  federation: jobs produced on one node and consumed on another, jobs/s
+  and delivery latency p50/p99, flat out and at 500 jobs/s
 
 and the memory per job: RSS growth of a fresh node after adding
 ``--memory-jobs`` jobs with 100-byte bodies, divided by the job count.
@@ -134,6 +136,51 @@ def cycle(port, n, batch=100):
     return n / elapsed
 
 
+def federation(producer_node, consumer_node, n, rate=None):
+    """Jobs produced on one node (one client, at-most-once jobs carrying
+    their send time) and consumed on another (one client, GETJOB COUNT 100):
+    (jobs/s end to end, p50 ms, p99 ms) of the delivery latency."""
+    import threading
+
+    latencies = []
+    done = threading.Event()
+
+    def consume():
+        c = Client(consumer_node.port, timeout=60)
+        while len(latencies) < n:
+            reply = c.call("GETJOB", "TIMEOUT", "2000", "COUNT", "100", "FROM", "fedq")
+            if not reply:
+                if done.is_set():
+                    break
+                continue
+            now = time.time()
+            latencies.extend(now - float(job[2]) for job in reply)
+        c.close()
+
+    t = threading.Thread(target=consume)
+    t.start()
+    p = Client(producer_node.port, timeout=60)
+    start = time.time()
+    batch = 50
+    for i in range(0, n, batch):
+        k = min(batch, n - i)
+        stamp = "%.6f" % time.time()
+        p.send(Client.encode("ADDJOB", "fedq", stamp, "0", "REPLICATE", "1", "RETRY", "0") * k)
+        for _ in range(k):
+            p.read()
+        if rate:
+            time.sleep(k / rate)
+    done.set()
+    t.join(120)
+    elapsed = time.time() - start
+    p.close()
+    latencies.sort()
+    if not latencies:
+        return 0.0, float("nan"), float("nan")
+    return (len(latencies) / elapsed, latencies[len(latencies) // 2] * 1000,
+            latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000)
+
+
 def info_field(port, section, field):
     c = Client(port)
     text = c.call("INFO", section).decode()
@@ -199,6 +246,7 @@ def main():
         if redis_proc:
             redis_proc.kill()
             redis_proc.wait()
+    federation_rows = []
     if not args.skip_cluster:
         nodes = start_cluster(os.path.join(workdir, "cluster"), 3)
         try:
@@ -208,6 +256,10 @@ def main():
                             *measured(nodes[0], n * 2, "ADDJOB", "cqp", "x" * 100, "0", pipeline=16)))
             results.append(("3-node cluster ADDJOB REPLICATE 1, 50 clients",
                             *measured(nodes[0], n, "ADDJOB", "c1", "x" * 100, "0", "REPLICATE", "1")))
+            fed = federation(nodes[0], nodes[1], max(n // 5, 1000))
+            federation_rows.append(("produce on A, consume on B, flat out", *fed))
+            fed = federation(nodes[0], nodes[1], 2000, rate=500)
+            federation_rows.append(("produce on A at 500 jobs/s, consume on B", *fed))
         finally:
             for node in nodes:
                 node.stop()
@@ -221,6 +273,12 @@ def main():
     for name, rps, p50, cpu in results:
         print("| %s | %.0f | %s | %s |" % (name, rps, "-" if p50 != p50 else "%.3f" % p50,
                                          "-" if cpu is None else "%.1f" % cpu))
+    if federation_rows:
+        print()
+        print("| federation (3-node cluster, default policy) | jobs/s | latency p50 ms | p99 ms |")
+        print("|---|---:|---:|---:|")
+        for name, rps, p50, p99 in federation_rows:
+            print("| %s | %.0f | %.1f | %.1f |" % (name, rps, p50, p99))
     print()
     print("ADDJOB / disque PING (unpipelined): %.2f (per round: %s)"
           % (add[0] / ping[0], ", ".join("%.2f" % r for r in ratios)))
