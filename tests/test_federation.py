@@ -214,3 +214,20 @@ def test_a_third_party_policy_plugs_into_the_in_memory_cluster():
     while not served(sim, consumer) and sim.now - t < 2000:
         sim.advance(10, step=10)
     assert served(sim, consumer) == [[job.id]] and sim.now - t <= 150  # cron (100 ms) + interval, not 2 s
+
+
+def test_no_jobs_are_sent_without_a_link_to_the_requester():
+    sim = mesh()
+    job = add(sim, 0)
+    a, b = sim.nodes[0], sim.nodes[1]
+    a.cluster.nodes[b.my_id].connected = False  # our link to B just dropped
+    a.set_time(sim.now)
+    a.bus_receive(b.cluster.header(), M.NeedJobs(b"q", 5), None)
+    sim._drain(0)
+    assert job.id in a.jobs and a.jobs.get(job.id).state == J.QUEUED
+    assert not any(type(m) is M.YourJobs for _, _, m in sim.delivered)
+    a.cluster.nodes[b.my_id].connected = True
+    a.bus_receive(b.cluster.header(), M.NeedJobs(b"q", 5), None)
+    sim._drain(0)
+    sim.pump()
+    assert job.id not in a.jobs and b.get_queue(b"q").jobs[0].id == job.id

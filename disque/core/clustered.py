@@ -400,6 +400,9 @@ class ClusterMixin:
         q = self.queues.get(msg.queue)
         if q is None or not q.jobs or q.flags & PAUSED_OUT or self.federation is None:
             return
+        peer = self.cluster.nodes.get(sender)
+        if peer is None or not peer.connected:
+            return  # no link to answer on: jobs sent now would be lost in transit
         n = self.federation.to_serve(q, sender, msg.count, self.now)
         if n <= 0:
             return
