@@ -2,6 +2,8 @@
 memory (SimCluster): REPLJOB/GOTJOB, ENQUEUE, WILLQUEUE/QUEUED, WORKING,
 SETACK/GOTACK/DELJOB, PAUSE, with failures and partitions."""
 
+import os
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -320,7 +322,7 @@ OPS = st.lists(st.one_of(
 ), max_size=40)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=int(os.environ.get("DISQUE_EXAMPLES", 40)), deadline=None)
 @given(OPS, st.integers(0, 1000))
 def test_healthy_cluster_invariants(ops, seed):
     """In a healthy cluster: a job is queued on at most one node, an acked

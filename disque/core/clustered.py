@@ -208,9 +208,7 @@ class ClusterMixin:
         job = self.jobs.get(rec.id)
         if job is not None:
             if job.state != J.ACKED:
-                merged = tuple(dict.fromkeys((*job.delivered, *rec.delivered)))
-                if merged != job.delivered:
-                    job.delivered = merged
+                self._merge_delivered(job, rec.delivered)
                 self.cluster.send(sender, M.GotJob(rec.id))
             return
         if self.memory_level > 0 or self.cluster.leaving:
@@ -261,10 +259,19 @@ class ClusterMixin:
     def cluster_working(self, job) -> None:
         self._send_to_copies(job, M.Working(job.id))
 
+    def _merge_delivered(self, job, node_ids) -> None:
+        """Nodes that showed they have a copy join ``job.delivered``, so
+        QUEUED, SETACK and DELJOB reach them too."""
+        merged = tuple(dict.fromkeys((*job.delivered, *node_ids)))
+        if merged != job.delivered:
+            job.delivered = merged
+
     def _on_willqueue(self, sender, msg) -> None:
         job = self.jobs.get(msg.job_id)
         if job is None:
             return
+        if job.delivered:
+            self._merge_delivered(job, (sender,))
         if job.state == J.QUEUED:
             self._send_to_copies(job, M.Queued(job.id, M.COUNT_NONE))
         elif job.state == J.ACKED:
@@ -439,10 +446,12 @@ class ClusterMixin:
                 self.jobs.add(job.id, job)
                 if self.persist:
                     self.outbox.append(Persist((b"LOADJOB", job)))
-            elif job.state != J.ACTIVE:
-                continue  # queued already, acked, or still replicating
-            elif job.retry == 0 and job.flags & J.F_DELIVERED:
-                continue  # at most once: we delivered it already
+            else:
+                self._merge_delivered(job, (*rec.delivered, sender))
+                if job.state != J.ACTIVE:
+                    continue  # queued already, acked, or still replicating
+                if job.retry == 0 and job.flags & J.F_DELIVERED:
+                    continue  # at most once: we delivered it already
             if job.qtime == 0:
                 job.qtime = 1  # an at-most-once job's one queueing
             job.flags &= ~J.F_BCAST_QUEUED  # a move, not a redelivery
