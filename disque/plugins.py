@@ -62,7 +62,11 @@ def find_strategy(interface, name: str):
 
 def persistence_spec(config):
     """(name, argstring) of the persistence strategy the config asks for."""
-    spec = config["persistence"] or ("aof" if config["appendonly"] else "none")
+    # The AOF provider also serves appendonly no: it stays idle but can be
+    # switched on with CONFIG SET appendonly yes, and it loads the file a
+    # controlled restart (SHUTDOWN REWRITE-AOF) wrote.  "persistence none"
+    # opts out of all of it.
+    spec = config["persistence"] or "aof"
     name, _, args = spec.partition(":")
     return name, args
 

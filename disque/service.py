@@ -190,6 +190,9 @@ class NodeRuntime:
         rss = _rss()
         if rss > self.peak_memory:
             self.peak_memory = rss
+        auto = getattr(self.persistence, "maybe_auto_rewrite", None)
+        if auto is not None and self.node.persist:
+            auto(self.node)
         self.after_batch()
 
     # -- CLIENT PAUSE ------------------------------------------------------
@@ -251,6 +254,15 @@ class NodeRuntime:
             return None
         self.shutting_down = True
         log.info("User requested shutdown ({mode})...", mode=mode or "default")
+        if mode == "rewrite-aof" and hasattr(self.persistence, "rewrite_now"):
+            # No client is served from here on: the file can hold the queues.
+            controlled = self.config["aof-enqueue-jobs-once"]
+            try:
+                self.persistence.rewrite_now(self.node, controlled)
+            except OSError as e:
+                self.shutting_down = False
+                return "Errors trying to SHUTDOWN. Check logs. (%s)" % (e.strerror or e)
+            log.info("AOF written for a {kind} restart", kind="controlled" if controlled else "plain")
         self.persistence.close()
         self.reactor.callLater(0, self.on_shutdown)
         return None
@@ -284,6 +296,8 @@ class DisqueNodeService(MultiService):
         self._on_shutdown = on_shutdown or self._stop_reactor
         name, args = persistence_spec(config)
         self.persistence = find_strategy(IPersistenceFactory, name).makePersistence(args, config)
+        if hasattr(self.persistence, "reactor"):
+            self.persistence.reactor = reactor  # everysec fsyncs and incremental rewrites
         transport_name, _, targs = "tcp".partition(":")
         self.transport = find_strategy(IClientTransportFactory, transport_name).makeTransport(targs, config)
         nodes_path = os.path.join(config["dir"], config["cluster-config-file"])
@@ -296,12 +310,21 @@ class DisqueNodeService(MultiService):
         else:
             self.runtime.node.cluster.dirty = True  # a new node: write its ID down
         self.bus_transport = find_strategy(IBusTransportFactory, "tcp").makeBusTransport("", config)
+        # Jobs from the AOF before anything listens (a bad file stops start-up
+        # here, where twistd's option handling reports it in one line).
+        if self.persistence.load(self.runtime.node):
+            log.info("DB loaded from append only file: {n} jobs", n=len(self.runtime.node.jobs))
         fed_name, _, fed_args = config["federation-policy"].partition(":")
         self.runtime.node.federation = find_strategy(IFederationPolicyFactory, fed_name).makePolicy(fed_args, config)
         self.ports = []
         self.bus_ports = []
         self._cron = None
         HeapFreezer(reactor, config["gc-freeze-interval"]).setServiceParent(self)
+
+    def _set_appendonly(self, enabled):
+        node = self.runtime.node
+        self.persistence.set_enabled(bool(enabled), node)
+        node.persist = bool(enabled)
 
     def _stop_reactor(self):
         if self.reactor.running:
@@ -315,9 +338,9 @@ class DisqueNodeService(MultiService):
         super().startService()
         rt = self.runtime
         rt.set_time()
-        loaded = self.persistence.load(rt.node)
-        if loaded:
-            log.info("DB loaded from append only file: {n} jobs", n=loaded)
+        rt.node.persist = bool(getattr(self.persistence, "enabled", False))
+        if hasattr(self.persistence, "set_enabled"):
+            self.config.add_listener("appendonly", self._set_appendonly)
         factory = RespFactory(rt)
         binds = self.config["bind"] or ["0.0.0.0"]
         for host in binds:

@@ -73,6 +73,7 @@ def _fail(message):
 
 
 def makeService(options):
+    from .persistence.aof import AOFError
     from .service import DisqueNodeService, NodeFileError
 
     _setup_logfile(options.config)
@@ -82,6 +83,11 @@ def makeService(options):
         return DisqueNodeService(options.config)
     except NodeFileError as e:
         _fail(str(e))
+    except AOFError as e:
+        text = str(e)
+        if "check_aof" not in text:
+            text += "; inspect or repair it with: python -m disque.tools.check_aof [--fix] <file>"
+        _fail("cannot load the append only file: %s" % text)
 
 
 _LEVELS = {"debug": "debug", "verbose": "info", "notice": "info", "warning": "warn"}

@@ -87,3 +87,61 @@ def default_retry(ttl: int) -> int:
     if retry > DEFAULT_RETRY_MAX:
         retry = DEFAULT_RETRY_MAX
     return retry or 1
+
+
+# -- storage serialization (AOF LOADJOB records) --------------------------------
+#
+#   version:u8  state:u8  repl:u16  ctime:i64  etime:i64  delay:i64  retry:i64
+#   qtime:i64  nacks:i64  deliv:i64  id:40  queue:u32+bytes  body:u32+bytes
+#   delivered: u16 count + 40 bytes each
+#
+# Absolute times in ms of the writing node's clock.  ``state`` matters only
+# for a controlled restart (queued jobs are queued again); otherwise loaded
+# jobs come back active and wait for their requeue time.
+
+import struct as _struct
+
+_STORE_VERSION = 1
+_STORE_HEAD = _struct.Struct(">BBHqqqqqqq40s")
+
+
+class BadRecord(ValueError):
+    """A LOADJOB payload that cannot be a job of this format."""
+
+
+def serialize(job) -> bytes:
+    queue = job.queue or b""
+    body = job.body or b""
+    head = _STORE_HEAD.pack(_STORE_VERSION, job.state, job.repl, job.ctime, job.etime, job.delay, job.retry,
+                            job.qtime, job.nacks, job.deliv, job.id)
+    return b"".join((head, _struct.pack(">I", len(queue)), queue, _struct.pack(">I", len(body)), body,
+                     _struct.pack(">H", len(job.delivered)), *job.delivered))
+
+
+def deserialize(data: bytes):
+    """A Job from :func:`serialize` output; raises BadRecord."""
+    try:
+        (version, state, repl, ctime, etime, delay, retry, qtime, nacks, deliv,
+         job_id) = _STORE_HEAD.unpack_from(data, 0)
+        if version != _STORE_VERSION or state > ACKED:
+            raise BadRecord("unknown record version or state")
+        pos = _STORE_HEAD.size
+        (n,) = _struct.unpack_from(">I", data, pos)
+        queue = data[pos + 4:pos + 4 + n]
+        pos += 4 + n
+        (n,) = _struct.unpack_from(">I", data, pos)
+        body = data[pos + 4:pos + 4 + n]
+        pos += 4 + n
+        (count,) = _struct.unpack_from(">H", data, pos)
+        pos += 2
+        delivered = tuple(data[pos + 40 * i:pos + 40 * (i + 1)] for i in range(count))
+        pos += 40 * count
+    except _struct.error as e:
+        raise BadRecord(str(e)) from None
+    if pos != len(data) or len(queue) < 0 or any(len(d) != 40 for d in delivered):
+        raise BadRecord("bad lengths")
+    job = Job(job_id, queue, body, state, repl, ctime, etime, delay, retry, qtime)
+    job.nacks = nacks
+    job.deliv = deliv
+    job.delivered = delivered
+    return job

@@ -571,6 +571,47 @@ class NodeState(ClusterMixin):
                 del self._idle_queues[name]
                 self.queues.pop(name)
 
+    # ------------------------------------------------------------------
+    # Loading the AOF ("Disque and disk persistence")
+    # ------------------------------------------------------------------
+
+    def load_job(self, job) -> None:
+        """A LOADJOB record: the latest record of a job wins."""
+        old = self.jobs.get(job.id)
+        if old is not None:
+            self.unregister(old)
+        job.awake = 0
+        self.jobs.add(job.id, job)
+
+    def load_delete(self, job_id: bytes) -> None:
+        job = self.jobs.get(job_id)
+        if job is not None:
+            self.unregister(job)
+
+    def finish_load(self, enqueue_queued: bool) -> int:
+        """After the AOF: jobs come back active, waiting for their requeue
+        time (RETRY 0 jobs never are).  A controlled restart
+        (``enqueue_queued``) puts jobs that were queued back in their
+        queues, RETRY 0 ones included: the file was written while no
+        client could take them.  Returns how many were queued."""
+        queued = 0
+        for job in list(self.jobs.values()):
+            was_queued = job.state == J.QUEUED
+            job.state = J.ACTIVE
+            job.flags = J.F_BCAST_QUEUED | (J.F_BCAST_WILLQUEUE if job.retry else 0)
+            if job.retry == 0:
+                job.qtime = 0
+            if enqueue_queued and was_queued:
+                if job.qtime == 0:
+                    job.qtime = 1  # its one queueing
+                job.flags &= ~J.F_BCAST_QUEUED  # not a redelivery
+                self.enqueue(job)
+                job.flags |= J.F_BCAST_QUEUED
+                queued += 1
+            else:
+                self.update_awake(job)
+        return queued
+
     def flush_all(self) -> None:
         """DEBUG FLUSHALL: drop every job and queue (blocked clients keep
         waiting on fresh, empty queues)."""

@@ -36,3 +36,9 @@ federation_default = LazyStrategy(
     IFederationPolicyFactory, "default", "The original's NEEDJOBS/YOURJOBS algorithm.", "No arguments.",
     "disque.federation.default:factory",
 )
+
+persistence_aof = LazyStrategy(
+    IPersistenceFactory, "aof", "Append only file of job creations and deletions.",
+    "No arguments (appendfilename, appendfsync, ... come from the config).",
+    "disque.persistence.aof:factory",
+)

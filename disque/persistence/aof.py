@@ -1,0 +1,410 @@
+"""The ``aof`` persistence: an append only file of job creations and
+deletions ("Disque and disk persistence" in the spec).
+
+Records are Redis-protocol commands, as in the original's AOF::
+
+    LOADJOB <job record>     a job became known here (disque.core.job.serialize)
+    DELJOB <id>              it is gone (acked, deleted, expired)
+    CONTROLLED-RESTART       first record of a file written by SHUTDOWN
+                             REWRITE-AOF: load it even with appendonly no,
+                             and put queued jobs back in their queues
+
+Writing: the core's ``Persist`` effects become records in a buffer that
+:meth:`flush` writes with one ``os.write`` at the end of each reactor batch
+(before replies leave, so an acknowledged ADDJOB is in the file).
+``appendfsync always`` fsyncs there too; ``everysec`` fsyncs at most once a
+second in a thread, off the reactor; ``no`` leaves it to the kernel.
+
+Rewriting (BGREWRITEAOF, automatic rewrites) is incremental: a few thousand
+jobs per reactor turn go to a temporary file while new records go both to
+the live file and to a rewrite buffer, appended to the new file before it
+atomically replaces the old one.  No child process, no long pause.
+
+Loading reads the file in chunks, logs progress, repairs a truncated last
+record (``aof-load-truncated yes``) and refuses a file corrupt in the middle
+with the offset and the repair tool to use.
+"""
+
+import os
+import time
+
+from twisted.internet import threads
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from ..core import job as J
+from ..interfaces import IPersistence, IPersistenceFactory
+from ..resp.codec import ProtocolError, RequestParser
+
+log = Logger(namespace="disque.aof")
+
+CHUNK = 1 << 20
+REWRITE_STEP = 5000  # jobs written per reactor turn while rewriting
+MARKER = b"*1\r\n$18\r\nCONTROLLED-RESTART\r\n"
+
+
+class AOFError(Exception):
+    """The append only file cannot be loaded: start-up stops.  ``offset``:
+    where the last good record ends, if known."""
+
+    def __init__(self, message, offset=None):
+        super().__init__(message)
+        self.offset = offset
+
+
+def encode(*args) -> bytes:
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        out.append(b"$%d\r\n" % len(a))
+        out.append(a)
+        out.append(b"\r\n")
+    return b"".join(out)
+
+
+def record_bytes(record) -> bytes:
+    kind, value = record
+    if kind == b"LOADJOB":
+        return encode(b"LOADJOB", J.serialize(value))
+    return encode(kind, value)
+
+
+def _encoded_len(argv) -> int:
+    n = len(b"*%d\r\n" % len(argv))
+    for a in argv:
+        n += len(b"$%d\r\n" % len(a)) + len(a) + 2
+    return n
+
+
+def read_records(path, on_progress=None):
+    """Yield ``(argv, end_offset)`` for each record of the file at ``path``
+    (records are written canonically, so the offset is exact); at the end
+    yield ``(None, good_length)``: where the last complete record ends, less
+    than the file size if the tail is truncated.  Raises AOFError for bytes
+    that are not a record, with the offset of the last good one."""
+    parser = RequestParser(max_bulk_len=1 << 40)
+    offset = 0
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(CHUNK)
+            if not chunk:
+                break
+            try:
+                commands = parser.feed_parse(chunk)
+                while commands:
+                    for argv in commands:
+                        offset += _encoded_len(argv)
+                        yield argv, offset
+                    commands = parser.parse()
+            except ProtocolError as e:
+                raise AOFError("bad file format after offset %d: %s" % (offset, e.args[0].decode()),
+                               offset)
+            if on_progress is not None:
+                on_progress(offset)
+    yield None, offset
+
+
+def apply_record(node, argv):
+    """Apply one record to ``node`` (None: check only); return a problem
+    description or None."""
+    name = argv[0].upper()
+    if name == b"LOADJOB" and len(argv) == 2:
+        try:
+            job = J.deserialize(argv[1])
+        except J.BadRecord as e:
+            return "bad LOADJOB record (%s)" % e
+        if node is not None:
+            node.load_job(job)
+    elif name == b"DELJOB" and len(argv) == 2:
+        if node is not None:
+            node.load_delete(argv[1])
+    elif name == b"CONTROLLED-RESTART" and len(argv) == 1:
+        pass
+    else:
+        return "unknown record %r" % argv[0][:32]
+    return None
+
+
+@implementer(IPersistence)
+class AOFPersistence:
+    def __init__(self, config, reactor=None):
+        self.config = config
+        self.reactor = reactor
+        self.path = os.path.join(config["dir"], config["appendfilename"])
+        self.fd = None
+        self.buf = []
+        self.enabled = bool(config["appendonly"])
+        self.last_fsync = 0.0
+        self.fsync_pending = False
+        self.size = 0
+        self.base_size = 0  # size after the last rewrite (auto rewrite baseline)
+        self.rewriting = None  # a Rewrite while in progress
+        self.last_rewrite_time = -1
+        self.last_rewrite_status = "ok"
+        self.last_write_status = "ok"
+        self.last_rewrite_pause_ms = 0
+        self.loading = False
+
+    # -- loading -------------------------------------------------------------
+
+    def load(self, node):
+        """Load the file into ``node``; returns the number of records
+        applied.  Loads only when AOF is on, or for a controlled restart."""
+        if not os.path.exists(self.path):
+            if self.enabled:
+                self._open()
+            return 0
+        with open(self.path, "rb") as f:
+            controlled = f.read(len(MARKER)) == MARKER
+        if not (self.enabled or controlled or self.config["aof-enqueue-jobs-once"]):
+            return 0
+        enqueue = controlled or self.config["aof-enqueue-jobs-once"]
+        total = os.path.getsize(self.path)
+        started = last_log = time.time()
+        applied = 0
+        self.loading = True
+        good = 0
+        progress = [0]
+        try:
+            for argv, end in read_records(self.path, lambda offset: progress.__setitem__(0, offset)):
+                if argv is None:
+                    good = end
+                    break
+                problem = apply_record(node, argv)
+                if problem:
+                    raise AOFError("%s after offset %d" % (problem, end - _encoded_len(argv)),
+                                   end - _encoded_len(argv))
+                applied += 1
+                now = time.time()
+                if now - last_log >= 1.0:
+                    last_log = now
+                    log.info("Loading the AOF: {n} records ({rate:.0f}/s), {pct:.0f}% of {size} bytes",
+                             n=applied, rate=applied / (now - started), pct=100.0 * progress[0] / total,
+                             size=total)
+        finally:
+            self.loading = False
+        if good < total:
+            if not self.config["aof-load-truncated"]:
+                raise AOFError("the last record is truncated (%d of %d bytes are whole records); "
+                               "run python -m disque.tools.check_aof --fix %s" % (good, total, self.path), good)
+            log.warn("The AOF ends with a truncated record: dropping its last {n} bytes", n=total - good)
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+        queued = node.finish_load(enqueue)
+        elapsed = time.time() - started
+        log.info("AOF loaded: {n} records, {jobs} jobs ({queued} queued) in {t:.2f}s",
+                 n=applied, jobs=len(node.jobs), queued=queued, t=elapsed)
+        if self.config["aof-enqueue-jobs-once"]:
+            self.config.set(b"aof-enqueue-jobs-once", b"no")  # once
+        if controlled and not self.enabled:
+            os.replace(self.path, self.path + ".loaded")  # never reload stale state after a crash
+        elif self.enabled:
+            self._open()
+            if controlled:
+                self.rewrite(node)  # drop the marker: the next start is a plain one
+        return applied
+
+    # -- writing -------------------------------------------------------------
+
+    def _open(self):
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self.size = self.base_size = os.fstat(self.fd).st_size
+
+    def append(self, record):
+        if not self.enabled:
+            return
+        data = record_bytes(record)
+        self.buf.append(data)
+        if self.rewriting is not None:
+            self.rewriting.buf.append(data)
+
+    def flush(self):
+        if not self.buf or self.fd is None:
+            return
+        data = b"".join(self.buf)
+        self.buf = []
+        try:
+            os.write(self.fd, data)
+            self.size += len(data)
+            self.last_write_status = "ok"
+        except OSError as e:
+            self.last_write_status = "err"
+            log.error("Error writing the AOF: {e}", e=e.strerror)
+            return
+        policy = self.config["appendfsync"]
+        if policy == "always":
+            os.fsync(self.fd)
+        elif policy == "everysec":
+            now = time.time()
+            if not self.fsync_pending and now - self.last_fsync >= 1.0 and self.reactor is not None:
+                self.fsync_pending = True
+                self.last_fsync = now
+                fd = self.fd
+                d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), os.fsync, fd)
+                d.addBoth(self._fsynced)
+
+    def _fsynced(self, result):
+        self.fsync_pending = False
+        return None
+
+    def maybe_auto_rewrite(self, node):
+        pct = self.config["auto-aof-rewrite-percentage"]
+        if not pct or self.rewriting is not None or self.fd is None:
+            return
+        if self.size >= self.config["auto-aof-rewrite-min-size"] and \
+                self.size >= self.base_size * (100 + pct) // 100:
+            log.info("Starting automatic AOF rewrite ({size} bytes)", size=self.size)
+            self.rewrite(node)
+
+    # -- rewriting -----------------------------------------------------------
+
+    def rewrite(self, node, controlled=False):
+        if self.rewriting is not None:
+            return b"-ERR Background append only file rewriting already in progress\r\n"
+        self.rewriting = Rewrite(self, node, controlled)
+        self.rewriting.step()
+        return b"+Background append only file rewriting started\r\n"
+
+    def rewrite_now(self, node, controlled):
+        """A blocking full rewrite (SHUTDOWN REWRITE-AOF: no client is
+        served any more, so none can take a job while it is written)."""
+        self.rewriting = None
+        r = Rewrite(self, node, controlled)
+        r.run_to_end()
+
+    def _rewrite_done(self, rewrite, ok):
+        self.rewriting = None
+        self.last_rewrite_status = "ok" if ok else "err"
+        self.last_rewrite_time = int(rewrite.elapsed())
+        self.last_rewrite_pause_ms = rewrite.max_step_ms
+
+    # -- state -----------------------------------------------------------------
+
+    def set_enabled(self, enabled, node):
+        """CONFIG SET appendonly: on writes the current state at once (a
+        rewrite), then appends; off closes the file."""
+        if enabled == self.enabled:
+            return
+        self.enabled = enabled
+        if enabled:
+            self._open()
+            self.rewrite(node)
+        else:
+            self.close()
+
+    def info(self):
+        return [
+            ("loading", int(self.loading)), ("aof_enabled", int(self.enabled)),
+            ("aof_state", "on" if self.enabled and self.fd is not None else "off"),
+            ("aof_rewrite_in_progress", int(self.rewriting is not None)), ("aof_rewrite_scheduled", 0),
+            ("aof_last_rewrite_time_sec", self.last_rewrite_time),
+            ("aof_current_rewrite_time_sec", int(self.rewriting.elapsed()) if self.rewriting else -1),
+            ("aof_last_bgrewrite_status", self.last_rewrite_status),
+            ("aof_last_write_status", self.last_write_status),
+            ("aof_current_size", self.size), ("aof_base_size", self.base_size),
+            ("aof_last_rewrite_max_pause_ms", self.last_rewrite_pause_ms),
+        ]
+
+    def close(self):
+        self.flush()
+        if self.fd is not None:
+            try:
+                os.fsync(self.fd)
+            finally:
+                os.close(self.fd)
+                self.fd = None
+
+
+class Rewrite:
+    """One incremental rewrite of the AOF from the node's jobs."""
+
+    def __init__(self, aof, node, controlled):
+        self.aof = aof
+        self.node = node
+        self.controlled = controlled
+        self.buf = []  # records appended meanwhile
+        self.tmp = "%s.rewrite-%d.tmp" % (aof.path, os.getpid())
+        self.f = open(self.tmp, "wb")
+        if controlled:
+            self.f.write(MARKER)
+        self.buckets = node.jobs._buckets
+        self.index = 0
+        self.started = time.time()
+        self.max_step_ms = 0
+
+    def elapsed(self):
+        return time.time() - self.started
+
+    def _write_some(self, budget):
+        out = []
+        buckets = self.buckets
+        while self.index < len(buckets) and budget > 0:
+            for job in list(buckets[self.index].values()):
+                if job.state != J.ACKED and job.state != J.WAIT_REPL:
+                    out.append(encode(b"LOADJOB", J.serialize(job)))
+                    budget -= 1
+            self.index += 1
+        if out:
+            self.f.write(b"".join(out))
+        return self.index >= len(buckets)
+
+    def step(self):
+        t = time.perf_counter()
+        try:
+            done = self._write_some(REWRITE_STEP)
+        except OSError as e:
+            log.error("AOF rewrite failed: {e}", e=e.strerror)
+            self._abort()
+            return
+        self.max_step_ms = max(self.max_step_ms, int((time.perf_counter() - t) * 1000))
+        if done:
+            self._finish()
+        else:
+            self.aof.reactor.callLater(0, self.step)
+
+    def run_to_end(self):
+        while not self._write_some(1 << 30):
+            pass
+        self._finish()
+
+    def _finish(self):
+        aof = self.aof
+        try:
+            aof.flush()
+            self.f.write(b"".join(self.buf))
+            self.f.flush()
+            os.fsync(self.f.fileno())
+            self.f.close()
+            os.replace(self.tmp, aof.path)
+        except OSError as e:
+            log.error("AOF rewrite failed: {e}", e=e.strerror)
+            self._abort()
+            return
+        if aof.fd is not None:
+            os.close(aof.fd)
+            aof.fd = None
+        if aof.enabled:
+            aof._open()
+        aof._rewrite_done(self, True)
+        log.info("AOF rewritten in {t:.2f}s (longest pause {ms} ms)", t=self.elapsed(), ms=self.max_step_ms)
+
+    def _abort(self):
+        try:
+            self.f.close()
+            os.unlink(self.tmp)
+        except OSError:
+            pass
+        self.aof._rewrite_done(self, False)
+
+
+@implementer(IPersistenceFactory)
+class AOFPersistenceFactory:
+    name = "aof"
+    description = "Append only file of job creations and deletions."
+    argStringFormat = "No arguments (appendfilename, appendfsync, ... come from the config)."
+
+    def makePersistence(self, argstring, config):
+        return AOFPersistence(config)
+
+
+factory = AOFPersistenceFactory()

@@ -1,0 +1,148 @@
+"""AOF persistence in real processes: kill -9 and restart, truncated and
+corrupt files, the repair tool, controlled restarts, rewrites, switching
+AOF on at run time."""
+
+import os
+import subprocess
+import sys
+import time
+
+from support import NodeProcess, call, info, run_twistd, show, wait_for
+
+AOF = ("--appendonly", "yes", "--set", "appendfsync=always")
+
+
+def aof_path(node):
+    return os.path.join(node.workdir, "disque.aof")
+
+
+def add(node, n, *opts, queue="aq"):
+    return [call(node, "ADDJOB", queue, "job-%d" % i, "0", *opts) for i in range(n)]
+
+
+def test_kill9_and_restart_brings_jobs_back_active_then_requeued(tmp_path):
+    node = NodeProcess(tmp_path / "n", args=AOF).start()
+    try:
+        ids = add(node, 30, "RETRY", "1")
+        once = add(node, 5, "RETRY", "0", queue="once")
+        acked = ids[:10]
+        assert call(node, "ACKJOB", *acked) == 10
+        taken = call(node, "GETJOB", "COUNT", "5", "FROM", "once")
+        assert len(taken) == 5
+        i = info(node.client(), "persistence")
+        assert i["aof_enabled"] == "1" and i["aof_state"] == "on"
+        node.kill()
+        node.start()
+        assert all(show(node, j) is None for j in acked)
+        back = [show(node, j) for j in ids[10:]]
+        assert all(b is not None and b[b"state"] in (b"active", b"queued") for b in back)
+        # Loaded jobs are not queued at once: their retry timers requeue them.
+        wait_for(lambda: call(node, "QLEN", "aq") == 20, timeout=5, what="requeue after RETRY")
+        # RETRY 0 jobs are never requeued after a crash restart.
+        time.sleep(1.2)
+        assert call(node, "QLEN", "once") == 0
+        assert all(show(node, j)[b"state"] == b"active" for j in once)
+    finally:
+        node.kill()
+
+
+def test_truncated_last_record_is_repaired_with_a_warning(tmp_path):
+    node = NodeProcess(tmp_path / "n", args=AOF).start()
+    try:
+        ids = add(node, 10)
+        node.kill()
+        with open(aof_path(node), "ab") as f:
+            f.write(b"*2\r\n$7\r\nLOADJOB\r\n$300\r\nhalf a rec")  # torn write
+        node.start()
+        assert all(show(node, j) is not None for j in ids)
+        assert "truncated" in node.log()
+        ok = subprocess.run([sys.executable, "-m", "disque.tools.check_aof", aof_path(node)],
+                            capture_output=True, text=True)
+        assert ok.returncode == 0 and "valid" in ok.stdout
+    finally:
+        node.kill()
+
+
+def test_corruption_in_the_middle_stops_start_up_and_the_tool_repairs_it(tmp_path):
+    node = NodeProcess(tmp_path / "n", args=AOF).start()
+    ids = add(node, 6)
+    node.kill()
+    path = aof_path(node)
+    data = open(path, "rb").read()
+    cut = data.index(b"*2\r\n$7\r\nLOADJOB", len(data) // 2)
+    with open(path, "wb") as f:
+        f.write(data[:cut] + b"GARBAGE!\r\n" + data[cut:])
+    rc, out = run_twistd(["--dir", node.workdir, "--port", str(node.port), *AOF], tmp_path)
+    assert rc != 0 and "append only file" in out and "check_aof" in out and "Traceback" not in out
+    check = subprocess.run([sys.executable, "-m", "disque.tools.check_aof", path], capture_output=True, text=True)
+    assert check.returncode == 1 and "offset %d" % cut in check.stdout
+    fix = subprocess.run([sys.executable, "-m", "disque.tools.check_aof", "--fix", path],
+                         capture_output=True, text=True)
+    assert fix.returncode == 0 and os.path.getsize(path) == cut and os.path.exists(path + ".bak")
+    node.start()
+    try:
+        present = [j for j in ids if show(node, j) is not None]
+        assert 0 < len(present) < len(ids) and present == ids[:len(present)]
+    finally:
+        node.kill()
+
+
+def test_controlled_restart_keeps_queues_even_without_aof(tmp_path):
+    node = NodeProcess(tmp_path / "n").start()  # appendonly no
+    try:
+        queued = add(node, 8, "RETRY", "0", "REPLICATE", "1", queue="cq")
+        taken = call(node, "GETJOB", "COUNT", "3", "FROM", "cq")
+        assert call(node, "CONFIG", "SET", "aof-enqueue-jobs-once", "yes") == b"OK"
+        c = node.client()
+        c.send(c.encode("SHUTDOWN", "REWRITE-AOF"))
+        assert c.closed_within(10)
+        node.proc.wait(10)
+        node.start()
+        assert call(node, "QLEN", "cq") == 5  # the queue as it was, RETRY 0 jobs included
+        got = [j[1] for j in call(node, "GETJOB", "COUNT", "10", "FROM", "cq")]
+        assert got == queued[3:]
+        assert call(node, "CONFIG", "GET", "aof-enqueue-jobs-once")[1] == b"no"
+        assert all(show(node, t[1])[b"state"] == b"active" for t in taken)
+        # Loaded once: a crash now does not bring the old queues back.
+        node.kill()
+        node.start()
+        assert call(node, "QLEN", "cq") == 0 and show(node, queued[0]) is None
+    finally:
+        node.kill()
+
+
+def test_bgrewriteaof_compacts_without_stopping_clients(tmp_path):
+    node = NodeProcess(tmp_path / "n", args=AOF).start()
+    try:
+        ids = add(node, 300)
+        call(node, "ACKJOB", *ids[:250])
+        before = os.path.getsize(aof_path(node))
+        assert call(node, "BGREWRITEAOF") == b"Background append only file rewriting started"
+        late = call(node, "ADDJOB", "aq", "during", "0")
+        wait_for(lambda: info(node.client(), "persistence")["aof_rewrite_in_progress"] == "0", timeout=10,
+                 what="rewrite done")
+        assert info(node.client(), "persistence")["aof_last_bgrewrite_status"] == "ok"
+        assert os.path.getsize(aof_path(node)) < before / 3
+        node.kill()
+        node.start()
+        assert [j for j in ids + [late] if show(node, j) is not None] == ids[250:] + [late]
+    finally:
+        node.kill()
+
+
+def test_appendonly_can_be_switched_on_at_run_time(tmp_path):
+    node = NodeProcess(tmp_path / "n").start()
+    try:
+        before = add(node, 5)
+        assert not os.path.exists(aof_path(node))
+        assert call(node, "CONFIG", "SET", "appendonly", "yes") == b"OK"
+        after = add(node, 5)
+        wait_for(lambda: info(node.client(), "persistence")["aof_rewrite_in_progress"] == "0", timeout=10,
+                 what="first rewrite")
+        assert info(node.client(), "persistence")["aof_state"] == "on"
+        node.kill()
+        node.args += ["--appendonly", "yes"]
+        node.start()
+        assert all(show(node, j) is not None for j in before + after)
+    finally:
+        node.kill()
