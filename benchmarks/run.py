@@ -194,11 +194,11 @@ def info_field(port, section, field):
 def memory_per_job(workdir, n):
     node = NodeProcess(os.path.join(workdir, "mem")).start()
     try:
-        before = info_field(node.port, "memory", "used_memory")
+        before = info_field(node.port, "memory", "used_memory_rss")
         t = time.perf_counter()
         fill(node.port, "memq", n)
         rate = n / (time.perf_counter() - t)
-        after = info_field(node.port, "memory", "used_memory")
+        after = info_field(node.port, "memory", "used_memory_rss")
         jobs = info_field(node.port, "jobs", "registered_jobs")
         assert jobs == n, (jobs, n)
         return (after - before) / n, rate

@@ -117,6 +117,7 @@ class NodeRuntime:
     def after_batch(self):
         if self.node.outbox:
             self.drain()
+        self.node.update_memory_level(self.config["maxmemory"])
         if self.node.cluster.dirty:
             self.save_nodes()
         self.persistence.flush()
@@ -185,6 +186,7 @@ class NodeRuntime:
         self._wake = None
         self.set_time()
         self.node.cluster.node_timeout = self.config["cluster-node-timeout"]
+        self.node.set_memory_limit(self.config["maxmemory"])
         self.node.tick()
         self.ctx.stats.sample(self.node.now)
         rss = _rss()
@@ -238,9 +240,11 @@ class NodeRuntime:
         }
 
     def memory(self):
+        """(used, rss, peak): ``used`` is the node's estimate of its data
+        (what maxmemory is compared with), peak is of RSS."""
         rss = _rss()
         self.peak_memory = max(self.peak_memory, rss)
-        return rss, rss, self.peak_memory
+        return self.node.memory_used(), rss, self.peak_memory
 
     def cpu_times(self):
         t = os.times()

@@ -26,7 +26,7 @@ def clean_gc():
     gc.collect()
 
 
-NODE_LIFETIME = {"BucketedDict", "ClusterNode", "ClusterView", "Config", "Context", "JobIdGenerator",
+NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Config", "Context", "JobIdGenerator",
                  "NoPersistence", "NodeRuntime", "NodeState", "Schedule", "SlowLog", "Stats"}
 
 

@@ -41,12 +41,13 @@ class ReplySlot:
 
 
 class Command:
-    __slots__ = ("name", "arity", "flags", "handler", "calls", "usec")
+    __slots__ = ("name", "arity", "flags", "handler", "calls", "usec", "denyoom")
 
     def __init__(self, name, arity, flags, handler):
         self.name = name
         self.arity = arity
         self.flags = flags
+        self.denyoom = b"denyoom" in flags
         self.handler = handler
         self.calls = 0
         self.usec = 0
@@ -80,6 +81,7 @@ def render_error(e: CommandError) -> bytes:
 
 
 NOAUTH = b"-NOAUTH Authentication required.\r\n"
+OOM = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"
 
 
 def dispatch(ctx, client, argv) -> bytes:
@@ -93,6 +95,8 @@ def dispatch(ctx, client, argv) -> bytes:
         return b"-ERR wrong number of arguments for '" + cmd.name + b"' command\r\n"
     if not client.authenticated and cmd.handler is not _auth_handler[0] and ctx.config["requirepass"]:
         return NOAUTH  # (no password any more, e.g. CONFIG SET requirepass "": nobody is locked out)
+    if cmd.denyoom and ctx.node.memory_level >= 3:
+        return OOM
     if ctx.monitors:
         feed_monitors(ctx, client, argv)
     client.last_cmd = cmd.name

@@ -25,9 +25,18 @@ from .effects import Persist, Reply
 from .jobid import JobIdGenerator, is_at_most_once, ttl_minutes
 from .queue import PAUSED_IN, PAUSED_OUT, QUEUE_MAX_IDLE, Queue
 from .schedule import Schedule
-from .table import BucketedDict
+from .table import BucketedDict, JobTable
 
 TIME_ERR = 500  # ms, random spread added to requeue times (desync nodes)
+# Memory estimate: what a job costs besides its body (record, ID, table,
+# due-time index and queue entries; calibrated against RSS growth per job,
+# see docs/benchmarks.md), and what an empty queue costs.
+JOB_OVERHEAD = 530
+QUEUE_OVERHEAD = 900
+# maxmemory tiers ("What happens when a node runs out of memory?")
+MEMORY_EXTREPL = 0.75  # above: new jobs get copies on other nodes only
+MEMORY_EVICT = 0.95  # above: evict what no guarantee needs
+MEMORY_FULL = 1.0  # at: refuse commands that would use more
 GC_RETRY_MIN = 1000  # ms
 GC_RETRY_MAX = 60000  # ms
 GC_RETRY_COUNT_MAX = 16
@@ -67,7 +76,7 @@ class NodeState(ClusterMixin):
         self._random = self.rng.random
         self.cluster = ClusterView(node_id, host, port, self.rng)
         self.ids = JobIdGenerator(node_id, seed=self.rng.randbytes(20))
-        self.jobs = BucketedDict(4096)
+        self.jobs = JobTable(4096)
         self.queues = BucketedDict(256)
         self.schedule = Schedule()
         self.outbox = []
@@ -611,6 +620,54 @@ class NodeState(ClusterMixin):
             else:
                 self.update_awake(job)
         return queued
+
+    # ------------------------------------------------------------------
+    # Memory ("What happens when a node runs out of memory?")
+    # ------------------------------------------------------------------
+
+    def memory_used(self) -> int:
+        """The node's estimate of the memory its data uses (INFO
+        used_memory): realistic per job, cheap to compute, and it goes down
+        when jobs go (RSS does not: freed memory stays with the process)."""
+        return len(self.jobs) * JOB_OVERHEAD + self.jobs.body_bytes + len(self.queues) * QUEUE_OVERHEAD
+
+    def set_memory_limit(self, maxmemory: int) -> int:
+        """Update ``memory_level`` against ``maxmemory`` (0: no limit); above
+        95% evict; return the level."""
+        if maxmemory <= 0:
+            self.memory_level = 0
+            return 0
+        used = self.memory_used()
+        if used >= maxmemory * MEMORY_EVICT:
+            self.evict(used - int(maxmemory * MEMORY_EVICT))
+        return self.update_memory_level(maxmemory)
+
+    def update_memory_level(self, maxmemory: int) -> int:
+        """The tier only (O(1)): cheap enough after every batch of commands."""
+        if maxmemory <= 0:
+            self.memory_level = 0
+            return 0
+        ratio = self.memory_used() / maxmemory
+        self.memory_level = 3 if ratio >= MEMORY_FULL else 2 if ratio >= MEMORY_EVICT else \
+            1 if ratio >= MEMORY_EXTREPL else 0
+        return self.memory_level
+
+    def evict(self, goal: int) -> int:
+        """Free about ``goal`` bytes without breaking a guarantee: acked jobs
+        (their GC only saves a later duplicate), RETRY 0 jobs already
+        delivered (they will never be delivered again), idle empty queues.
+        Returns what was freed."""
+        before = self.memory_used()
+        for job in list(self.jobs.values()):
+            if before - self.memory_used() >= goal:
+                break
+            if job.state == J.ACKED or (job.retry == 0 and job.flags & J.F_DELIVERED and job.state != J.QUEUED):
+                self.unregister(job)
+        for name, q in list(self._idle_queues.items()):
+            if not q.jobs and not q.waiting and not q.flags and self.queues.get(name) is q:
+                del self._idle_queues[name]
+                self.queues.pop(name)
+        return before - self.memory_used()
 
     def flush_all(self) -> None:
         """DEBUG FLUSHALL: drop every job and queue (blocked clients keep

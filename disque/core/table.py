@@ -86,3 +86,40 @@ class BucketedDict:
                         return index, out
             if index >= nbuckets:
                 return 0, out
+
+
+class JobTable(BucketedDict):
+    """The job table, also counting the bytes of job bodies it holds (for
+    the node's memory estimate; see ``NodeState.memory_used``)."""
+
+    __slots__ = ("body_bytes",)
+
+    def __init__(self, nbuckets: int = 4096):
+        super().__init__(nbuckets)
+        self.body_bytes = 0
+
+    def add(self, key, value) -> bool:
+        bucket = self._buckets[hash(key) & self._mask]
+        if key in bucket:
+            return False
+        bucket[key] = value
+        self._len += 1
+        body = value.body
+        if body:
+            self.body_bytes += len(body)
+        return True
+
+    def pop(self, key, default=None):
+        bucket = self._buckets[hash(key) & self._mask]
+        if key in bucket:
+            self._len -= 1
+            value = bucket.pop(key)
+            body = value.body
+            if body:
+                self.body_bytes -= len(body)
+            return value
+        return default
+
+    def clear(self):
+        super().clear()
+        self.body_bytes = 0
