@@ -146,3 +146,39 @@ def test_appendonly_can_be_switched_on_at_run_time(tmp_path):
         assert all(show(node, j) is not None for j in before + after)
     finally:
         node.kill()
+
+
+def test_seven_nodes_all_killed_and_restarted_lose_no_acknowledged_job(tmp_path):
+    from support import start_cluster, wait_full_mesh
+
+    nodes = start_cluster(tmp_path, 7, args=AOF + ("--cluster-node-timeout", "1000"), timeout=60)
+    try:
+        ids = []
+        for i in range(70):
+            reply = call(nodes[i % 7], "ADDJOB", "cq", "job-%d" % i, "0", "REPLICATE", "3", "RETRY", "1")
+            assert reply.startswith(b"D-")
+            ids.append(reply)
+        for n in nodes:
+            n.kill()  # the whole cluster, at once
+        for n in nodes:
+            n.start(wait=False)
+        for n in nodes:
+            n.wait_ready()
+        wait_full_mesh(nodes, timeout=30)
+        for job_id in ids:
+            copies = sum(1 for n in nodes if show(n, job_id) is not None)
+            assert copies == 3, (job_id, copies)
+        # And they are delivered again (requeued by their RETRY timers).
+        seen = set()
+
+        def drain():
+            for n in nodes:
+                for job in call(n, "GETJOB", "NOHANG", "COUNT", "100", "FROM", "cq") or []:
+                    seen.add(job[1])
+                    call(n, "ACKJOB", job[1])
+            return seen >= set(ids)
+
+        wait_for(drain, timeout=20, interval=0.3, what="every job delivered after the restart")
+    finally:
+        for n in nodes:
+            n.kill()
