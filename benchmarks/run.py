@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/run.py [--requests 100000] [--memory-jobs 1000000]
-                                      [--rounds 3] [--skip-memory] [--skip-cluster]
+                                      [--rounds 3] [--skip-memory] [--skip-cluster] [--skip-aof]
 
 Starts a real ``twistd -n disque`` node and a ``redis-server`` (the
 calibration: same machine, same benchmark tool), both on free 127.0.0.1
@@ -181,6 +181,39 @@ def federation(producer_node, consumer_node, n, rate=None):
             latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000)
 
 
+def aof_figures(workdir, n, load_jobs):
+    """ADDJOB (50 clients) with appendonly no / appendfsync everysec /
+    always, and how long a node takes to start from an AOF of
+    ``load_jobs`` jobs."""
+    rows = []
+    for label, args in (("appendonly no", ()),
+                        ("appendfsync everysec", ("--appendonly", "yes", "--set", "appendfsync=everysec")),
+                        ("appendfsync always", ("--appendonly", "yes", "--set", "appendfsync=always"))):
+        node = NodeProcess(os.path.join(workdir, "aof-" + label.split()[-1]), args=args).start()
+        try:
+            rows.append(("ADDJOB, 50 clients, " + label, *measured(node, n, "ADDJOB", "q", "x" * 100, "0")))
+        finally:
+            node.stop()
+    load = None
+    if load_jobs:
+        node = NodeProcess(os.path.join(workdir, "aof-load"),
+                           args=("--appendonly", "yes", "--set", "appendfsync=no")).start()
+        try:
+            fill(node.port, "lq", load_jobs)
+        finally:
+            node.stop()
+        size = os.path.getsize(os.path.join(node.workdir, "disque.aof"))
+        t = time.perf_counter()
+        node.start(wait=False)
+        node.wait_ready(timeout=600)  # ready = loaded: the file is read before the node listens
+        seconds = time.perf_counter() - t
+        jobs = info_field(node.port, "jobs", "registered_jobs")
+        node.stop()
+        assert jobs == load_jobs, (jobs, load_jobs)
+        load = (load_jobs, size, seconds)
+    return rows, load
+
+
 def info_field(port, section, field):
     c = Client(port)
     text = c.call("INFO", section).decode()
@@ -213,6 +246,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="interleaved PING/ADDJOB rounds")
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-cluster", action="store_true", help="no 3-node replication benchmark")
+    ap.add_argument("--skip-aof", action="store_true", help="no AOF figures")
+    ap.add_argument("--aof-load-jobs", type=int, default=1000000, help="jobs in the AOF load test (0: skip)")
     args = ap.parse_args()
     n = args.requests
     results = []
@@ -263,6 +298,10 @@ def main():
         finally:
             for node in nodes:
                 node.stop()
+    aof_rows, aof_load = [], None
+    if not args.skip_aof:
+        aof_rows, aof_load = aof_figures(workdir, n, args.aof_load_jobs)
+        results.extend(aof_rows)
     mem = None
     if not args.skip_memory:
         mem = memory_per_job(workdir, args.memory_jobs)
@@ -286,6 +325,10 @@ def main():
     if redis_port:
         print("disque PING / redis-server PING: %.2f" % (ping[0] / results[0][1]))
         print("disque ADDJOB / redis-server LPUSH: %.2f" % (add[0] / results[1][1]))
+    if aof_load:
+        jobs, size, seconds = aof_load
+        print("AOF load: %d jobs (%.0f MB file) in %.1f s, %.0f jobs/s (start-up included)"
+              % (jobs, size / 1e6, seconds, jobs / seconds))
     if mem:
         print("memory: %.0f bytes per job (%d jobs, 100-byte bodies; loaded at %.0f jobs/s)"
               % (mem[0], args.memory_jobs, mem[1]))

@@ -231,3 +231,24 @@ def test_no_jobs_are_sent_without_a_link_to_the_requester():
     sim._drain(0)
     sim.pump()
     assert job.id not in a.jobs and b.get_queue(b"q").jobs[0].id == job.id
+
+
+def test_the_example_policy_gives_at_most_half_a_queue_per_request():
+    import os
+    import sys
+
+    from support import ROOT
+    sys.path.insert(0, os.path.join(ROOT, "examples", "federation-eager"))
+    try:
+        from eager_federation import EagerPolicy
+    finally:
+        sys.path.pop(0)
+    sim = mesh(policy=EagerPolicy)
+    for i in range(5):
+        add(sim, 0, body=b"%d" % i)
+    a, b = sim.nodes[0], sim.nodes[1]
+    a.set_time(sim.now)
+    a.bus_receive(b.cluster.header(), M.NeedJobs(b"q", 10), None)
+    sim._drain(0)
+    sim.pump()
+    assert len(a.get_queue(b"q").jobs) == 2 and len(b.get_queue(b"q").jobs) == 3

@@ -137,7 +137,6 @@ FILES = [
 # again makes the test fail, so the table cannot go stale.
 # ======================================================================
 
-_AOF_EXTRA_KEY = "INFO field aof_current_size, aof_base_size, aof_last_rewrite_max_pause_ms"
 
 KNOWN_DIFFERENCES = {
     # -- deliberate ---------------------------------------------------------
@@ -145,11 +144,6 @@ KNOWN_DIFFERENCES = {
         "no C compiler involved: we report the Python version (format checked: x.y.z)",
     "INFO field mem_allocator":
         "Python's allocator, not jemalloc-4.0.3 (checked: non-empty)",
-    _AOF_EXTRA_KEY:
-        "BUG: INFO persistence shows aof_current_size, aof_base_size and "
-        "aof_last_rewrite_max_pause_ms with appendonly no (disque/persistence/aof.py "
-        "info(); the original, like Redis, adds its aof_current_size... block only while "
-        "AOF is on) (checked: only these extra fields, anywhere in the Persistence section)",
     "admin.md: DEBUG STRUCTSIZE":
         "C struct sizes of the original have no Python equivalent (checked: a bulk "
         "'bits:64 job:<n> ...' line)",
@@ -188,13 +182,6 @@ KNOWN_DIFFERENCES = {
         "timing: as for B: the broadcast may reach C after the client's command (checked: "
         "in, or none)",
     # -- bugs: our server is wrong (server code untouched here).
-    "cluster.md: ASYNC job right after ADDJOB":
-        "BUG: ADDJOB ... ASYNC still collects GOTJOB confirmations and SHOW lists them in "
-        "nodes-confirmed until every copy answered (disque/core/clustered.py "
-        "replicate_new_job/_on_gotjob keep job.confirmed for async jobs); the original sends "
-        "REPLJOB with NOREPLY for ASYNC, so nodes-confirmed stays empty.  A race: visible only "
-        "while some copies have not answered (checked: nodes-confirmed a subset of the "
-        "replicas, all else as the original)",
     "cluster.md: [B:7913] QSTAT fedq":
         "BUG: QSTAT import-rate is the number of jobs imported within the window "
         "(disque/federation/default.py import_rate), not the original's rate per second, "
@@ -220,17 +207,6 @@ KNOWN_DIFFERENCES = {
         "deliberate, consequence of the above: A's copy of the federated job (fedq) was "
         "collected (checked: the iteration has every other job of the original, with the "
         "usual record rules, and not that one)",
-    "cluster.md: [A:7912] INFO queues":
-        "BUG: no TCP_NODELAY on the bus links (disque/bus/protocol.py, nor on client "
-        "connections): the ENQUEUE a leaving C sends right after its REPLJOBs waits for the "
-        "peer's delayed ACK (Nagle, ~40 ms), so when our C picked A, A may not have created "
-        "queue lvq yet.  A race (checked: the original's count, or one less when our C "
-        "picked A)",
-    "cluster.md: 1s after MEET of the forgotten node":
-        "BUG: CLUSTER MEET of a node forgotten less than 60 s ago never completes: "
-        "disque/core/cluster.py _complete_handshake drops a handshake whose real ID is in "
-        "the FORGET blacklist; the original only ignores blacklisted nodes in gossip and "
-        "re-adds C (checked: C missing, all else as the original)",
 }
 
 # Known differences that are races: the block may also match the original.
@@ -239,8 +215,6 @@ RACES = {
     "cluster.md: on B right after ACKJOB on A",
     "cluster.md: SHOW after ACKJOB of unknown ID (cluster)",
     "cluster.md: on B after FASTACK on A",
-    "cluster.md: ASYNC job right after ADDJOB",
-    "cluster.md: [A:7912] INFO queues",
     "cluster.md: CLUSTER INFO (immediately after MEET)",
     "cluster.md: [B:7913] PAUSE pbq state",
     "cluster.md: C (no jobs in pbq)",
@@ -796,7 +770,7 @@ def _info_sections(text):
 
 
 # INFO fields we show and the original does not (a KNOWN_DIFFERENCES key each).
-EXTRA_INFO_FIELDS = {k: _AOF_EXTRA_KEY for k in ("aof_current_size", "aof_base_size", "aof_last_rewrite_max_pause_ms")}
+EXTRA_INFO_FIELDS = {}
 
 
 def check_info(exp, ours, r):
@@ -1113,16 +1087,6 @@ def known_deljob_in_flight(exp, ours, r):
     return problems
 
 
-def known_async_confirmed(exp, ours, r):
-    if not _is_record(ours):
-        return ["not a job record: %r" % (ours,)]
-    confirmed = _field(ours, b"nodes-confirmed")
-    replicas = {x[1] for x in _field(ours, b"nodes-delivered")[1]} - {r.our_node_id("A")}
-    if confirmed[0] != "*" or not {x[1] for x in confirmed[1]} <= replicas:
-        return ["nodes-confirmed %r: not a subset of the replicas" % (confirmed,)]
-    return check_job_record(_set_field(exp, b"nodes-confirmed", confirmed), ours, r)
-
-
 def known_import_rate(exp, ours, r):
     if exp[0] != "*" or _field(exp, b"import-rate") != (":", 20):
         return ["the original's import-rate changed: %r" % (exp,)]
@@ -1146,24 +1110,6 @@ def known_federated_delivered(exp, ours, r):
 def known_registered_jobs_minus_one(exp, ours, r):
     want = ("$", exp[1].replace(b"registered_jobs:9\r\n", b"registered_jobs:8\r\n"))
     return [] if ours == want and want != exp else ["expected %r" % (want,)]
-
-
-def known_forgotten_not_met(exp, ours, r):
-    c = r.our_node_id("C")
-    lines = exp[1].split(b"\n")
-    kept = [x for x in lines if not x.startswith(c + b" ")]
-    if len(kept) != len(lines) - 1:
-        return ["the original's reply has no line for C: %r" % (exp,)]
-    return check_cluster_nodes(("$", b"\n".join(kept)), ours, r)
-
-
-def known_lvq_not_yet_queued(exp, ours, r):
-    if ours == exp:
-        return []
-    late = ("$", exp[1].replace(b"registered_queues:6\r\n", b"registered_queues:5\r\n"))
-    if _leaving_job_queued_on_b(r) or ours != late or late == exp:
-        return ["expected %r (or, C having picked A, %r)" % (exp, late)]
-    return []
 
 
 def known_meet_in_progress(exp, ours, r):
@@ -1198,7 +1144,6 @@ def known_pause_in_flight(exp, ours, r):
 
 KNOWN_CHECKS = {
     "admin.md: DEBUG STRUCTSIZE": known_structsize,
-    "cluster.md: [A:7912] INFO queues": known_lvq_not_yet_queued,
     "cluster.md: CLUSTER INFO (immediately after MEET)": known_meet_in_progress,
     "cluster.md: [B:7913] PAUSE pbq state": known_pause_in_flight,
     "cluster.md: C (no jobs in pbq)": known_pause_in_flight,
@@ -1207,12 +1152,10 @@ KNOWN_CHECKS = {
     "cluster.md: on B right after ACKJOB on A": known_not_yet_collected,
     "cluster.md: SHOW after ACKJOB of unknown ID (cluster)": known_dummy_ack,
     "cluster.md: on B after FASTACK on A": known_deljob_in_flight,
-    "cluster.md: ASYNC job right after ADDJOB": known_async_confirmed,
     "cluster.md: [B:7913] QSTAT fedq": known_import_rate,
     "cluster.md: [B:7913] SHOW D-a79cedd4-IH8ioitq6ipFRdSAQOK9veKT-05a1": known_federated_delivered,
     "cluster.md: [A:7912] SHOW D-a79cedd4-IH8ioitq6ipFRdSAQOK9veKT-05a1": known_federated_delivered,
     "cluster.md: [A:7912] INFO jobs": known_registered_jobs_minus_one,
-    "cluster.md: 1s after MEET of the forgotten node": known_forgotten_not_met,
 }
 
 # Known differences of a SCAN iteration: key -> the original's items the

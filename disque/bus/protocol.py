@@ -32,6 +32,8 @@ class BusProtocol(Int32StringReceiver):
         self.closed = False
 
     def connectionMade(self):
+        if hasattr(self.transport, "setTcpNoDelay"):
+            self.transport.setTcpNoDelay(True)  # small frames must not wait for delayed ACKs
         self.peer_host = self.transport.getPeer().host.encode()
         self.local_host = self.transport.getHost().host.encode()
         if self.on_connect is not None:

@@ -50,7 +50,7 @@ def new_node_id() -> bytes:
 
 class ClusterNode:
     __slots__ = ("id", "host", "port", "handshake", "pfail", "fail", "leaving", "ping_sent",
-                 "pong_received", "last_ping", "fail_reports", "connected", "created", "meet")
+                 "pong_received", "last_ping", "fail_reports", "connected", "created", "meet", "explicit")
 
     def __init__(self, node_id: bytes, host: bytes = b"", port: int = 0, now: int = 0):
         self.id = node_id
@@ -58,6 +58,7 @@ class ClusterNode:
         self.port = port
         self.handshake = False
         self.meet = False  # send MEET (not PING) when the link comes up
+        self.explicit = False  # a handshake an operator asked for (CLUSTER MEET)
         self.pfail = False
         self.fail = False
         self.leaving = False
@@ -162,15 +163,17 @@ class ClusterView:
 
     # -- commands ----------------------------------------------------------
 
-    def meet(self, host: bytes, port: int, now: int) -> None:
-        """CLUSTER MEET (and gossip about an unknown node): start a
-        handshake unless a node, myself included, has that address."""
+    def meet(self, host: bytes, port: int, now: int, explicit: bool = False) -> None:
+        """CLUSTER MEET (``explicit``) and gossip about an unknown node:
+        start a handshake unless a node, myself included, has that address.
+        An operator's MEET also wins over a recent FORGET; gossip does not."""
         for n in self.nodes.values():
             if n.host == host and n.port == port:
                 return
         temp = ClusterNode(new_node_id(), host, port, now)
         temp.handshake = True
         temp.meet = True
+        temp.explicit = explicit
         self.nodes[temp.id] = temp
         self.outbox.append(Link(temp.id, host, port))
 
@@ -290,6 +293,8 @@ class ClusterView:
         old_id = pending.id
         del self.nodes[old_id]
         known = self.nodes.get(header.sender)
+        if pending.explicit:
+            self.blacklist.pop(header.sender, None)
         if known is not None or header.sender == self.myself.id or header.sender in self.blacklist:
             self.outbox.append(Unlink(old_id))
             return known if known is not self.myself else None

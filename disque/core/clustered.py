@@ -25,7 +25,7 @@ class ClusterMixin:
     # ------------------------------------------------------------------
 
     def meet(self, host: bytes, port: int) -> None:
-        self.cluster.meet(host, port, self.now)
+        self.cluster.meet(host, port, self.now, explicit=True)
 
     def forget(self, node_id: bytes) -> bool:
         return self.cluster.forget(node_id, self.now)
@@ -91,9 +91,10 @@ class ClusterMixin:
         me = self.my_id
         targets = self._replication_targets((), additional)
         job.delivered = tuple(targets) if extrepl else (me, *targets)
-        job.confirmed = set()
         job.flags |= J.F_EXTREPL if extrepl else 0
         pending = Replication(job, additional, self.now)
+        if not async_:
+            job.confirmed = pending.confirmed  # SHOW lists them while it waits
         self._replicating[job.id] = pending
         record = self.job_record(job)
         for node_id in targets:
@@ -143,14 +144,15 @@ class ClusterMixin:
         if pending is None:
             return
         job = pending.job
-        job.confirmed.add(sender)
+        pending.confirmed.add(sender)
         if sender not in job.delivered:
             job.delivered = (*job.delivered, sender)
-        if len(job.confirmed) < pending.needed:
+        if len(pending.confirmed) < pending.needed:
             return
         del self._replicating[job.id]
         pending.done = True
-        job.confirmed = None
+        if job.confirmed is pending.confirmed:
+            job.confirmed = None
         if not pending.async_:
             self._activate(job)
             if pending.handle is not None:
@@ -182,7 +184,7 @@ class ClusterMixin:
                     job.delivered = (*job.delivered, extra[0])
                 record = self.job_record(job)
                 for node_id in job.delivered:
-                    if node_id != self.my_id and node_id not in job.confirmed:
+                    if node_id != self.my_id and node_id not in pending.confirmed:
                         self.cluster.send(node_id, M.ReplJob(record))
             self._repl_wakeup(pending)
 
@@ -193,7 +195,6 @@ class ClusterMixin:
         self._replicating.pop(pending.job.id, None)
         job = pending.job
         if pending.async_:
-            job.confirmed = None
             return
         if pending.handle is not None:
             self.outbox.append(Reply(pending.handle, pending.fail))
@@ -475,11 +476,12 @@ class Replication:
     """An ADDJOB waiting for its copies (the original's blocked client
     plus the 50 ms replication timer)."""
 
-    __slots__ = ("job", "needed", "handle", "ok", "fail", "deadline", "last_step", "async_", "done")
+    __slots__ = ("job", "needed", "confirmed", "handle", "ok", "fail", "deadline", "last_step", "async_", "done")
 
     def __init__(self, job, needed, now):
         self.job = job
         self.needed = needed
+        self.confirmed = set()  # nodes that answered GOTJOB
         self.handle = None
         self.ok = self.fail = None
         self.deadline = 0

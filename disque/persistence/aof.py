@@ -301,9 +301,10 @@ class AOFPersistence:
             ("aof_current_rewrite_time_sec", int(self.rewriting.elapsed()) if self.rewriting else -1),
             ("aof_last_bgrewrite_status", self.last_rewrite_status),
             ("aof_last_write_status", self.last_write_status),
+        ] + ([  # as the original: the size fields only while AOF is on
             ("aof_current_size", self.size), ("aof_base_size", self.base_size),
             ("aof_last_rewrite_max_pause_ms", self.last_rewrite_pause_ms),
-        ]
+        ] if self.enabled else [])
 
     def close(self):
         self.flush()

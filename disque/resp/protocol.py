@@ -43,6 +43,8 @@ class RespProtocol(Protocol):
             self.transport.loseConnection()
             self.closing = True
             return
+        if hasattr(self.transport, "setTcpNoDelay"):
+            self.transport.setTcpNoDelay(True)  # as Redis: replies go out at once
         peer = self.transport.getPeer()
         host = self.transport.getHost()
         addr = b"%s:%d" % (getattr(peer, "host", "?").encode(), getattr(peer, "port", 0))
