@@ -147,12 +147,17 @@ def federation(producer_node, consumer_node, n, rate=None):
 
     def consume():
         c = Client(consumer_node.port, timeout=60)
+        idle_since = None
         while len(latencies) < n:
-            reply = c.call("GETJOB", "TIMEOUT", "2000", "COUNT", "100", "FROM", "fedq")
+            reply = c.call("GETJOB", "TIMEOUT", "1000", "COUNT", "100", "FROM", "fedq")
             if not reply:
-                if done.is_set():
+                # A cold queue may wait for the next NEEDJOBS broadcast (2 s,
+                # then 4 s ...): give up only after 10 s of nothing.
+                idle_since = idle_since or time.time()
+                if done.is_set() and time.time() - idle_since > 10:
                     break
                 continue
+            idle_since = None
             now = time.time()
             latencies.extend(now - float(job[2]) for job in reply)
         c.close()

@@ -13,7 +13,8 @@ federation" and "When I consume and produce from different nodes..."):
   took the last job, possibly a blocked one) while jobs are being imported
   (positive import rate): a steady stream must not stall on delays;
 * the count asked for is what the consumers can take: the blocked clients,
-  or the jobs imported in the last second when that is more;
+  or twice the jobs imported in the last second when that is more (a
+  stream must be able to drain a backlog at the source, not just keep it);
 * when asked, a node gives up to the count requested from its queue.
 
 A burst of demand after a quiet period (no request for longer than the
@@ -78,7 +79,10 @@ class DefaultPolicy:
             st.bcast_time = st.adhoc_time = None  # a new burst of demand
             st.bcast_delay, st.adhoc_delay = BCAST_MIN_DELAY, ADHOC_MIN_DELAY
         rate = st.import_rate(now)
-        count = min(max(1, waiting, rate), MAX_REQUEST)
+        # Twice the recent import rate: enough to keep up with a stream and
+        # to drain a backlog that built up at the source meanwhile (asking
+        # for exactly the rate would carry that backlog forever).
+        count = min(max(1, waiting, 2 * rate), MAX_REQUEST)
         peers = set(peers)
         targets = set()
         responders = [n for n in st.responders if n in peers]
