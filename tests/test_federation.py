@@ -195,16 +195,23 @@ def test_at_least_once_jobs_keep_a_copy_at_the_source_and_copies_postpone():
     assert all(n.jobs.get(job.id).deliv == 0 for n in sim.nodes)
 
 
-def test_a_third_party_policy_plugs_into_the_in_memory_cluster():
+def load_eager_example():
+    """The third-party-style policy of examples/, path-loaded as its users would."""
+    import importlib
     import os
     import sys
 
     from support import ROOT
     sys.path.insert(0, os.path.join(ROOT, "examples", "federation-eager"))
     try:
-        from eager_federation import EagerPolicy, factory as eager
+        return importlib.import_module("eager_federation")
     finally:
         sys.path.pop(0)
+
+
+def test_a_third_party_policy_plugs_into_the_in_memory_cluster():
+    eager_module = load_eager_example()
+    EagerPolicy, eager = eager_module.EagerPolicy, eager_module.factory
     assert verifyObject(IFederationPolicyFactory, eager)
     sim = mesh(policy=lambda: EagerPolicy(interval=50))
     consumer = object()
@@ -234,15 +241,7 @@ def test_no_jobs_are_sent_without_a_link_to_the_requester():
 
 
 def test_the_example_policy_gives_at_most_half_a_queue_per_request():
-    import os
-    import sys
-
-    from support import ROOT
-    sys.path.insert(0, os.path.join(ROOT, "examples", "federation-eager"))
-    try:
-        from eager_federation import EagerPolicy
-    finally:
-        sys.path.pop(0)
+    EagerPolicy = load_eager_example().EagerPolicy
     sim = mesh(policy=EagerPolicy)
     for i in range(5):
         add(sim, 0, body=b"%d" % i)
