@@ -95,9 +95,10 @@ class IFederationPolicy(Interface):
         nothing), ``"zero"`` (a GETJOB just took its last job) or
         ``"zero-blocked"`` (a blocked client just took its last job); ``peers``
         are the IDs of reachable, non-leaving peers; ``waiting`` is the
-        number of clients blocked on it.  Return ``(node_ids, count)``: send
-        NEEDJOBS(queue, count) to those nodes (none: an empty sequence).
-        The policy may create ``queue.fed`` (an ``IFederationState``)."""
+        number of clients blocked on it.  Return a sequence of
+        ``(node_ids, count)`` requests: send NEEDJOBS(queue, count) to those
+        nodes (an empty sequence: ask nobody now).  The policy may create
+        ``queue.fed`` (an ``IFederationState``)."""
 
     def received(queue, sender, count, now):
         """YOURJOBS brought ``count`` jobs of ``queue`` from ``sender``."""

@@ -32,15 +32,15 @@ def blocking_get(node, queue, timeout_ms, out):
 def test_low_traffic_job_reaches_a_consumer_on_another_node(trio):
     a, b, c = trio
     got = []
-    t = threading.Thread(target=blocking_get, args=(b, "fq", 8000, got))
+    t = threading.Thread(target=blocking_get, args=(b, "fq", 10000, got))
     t.start()
     time.sleep(0.3)
     job_id = call(a, "ADDJOB", "fq", "hello", "0", "REPLICATE", "1", "RETRY", "0")
     added = time.time()
-    t.join(10)
+    t.join(15)
     reply, at = got[0]
     assert reply is not None and reply[0][1] == job_id and reply[0][2] == b"hello"
-    assert at - added < 2.5  # the broadcast delay (2 s) at most
+    assert at - added < 4.5  # the second broadcast comes 4 s after the first, at most
     assert call(a, "SHOW", job_id) is None  # at most once: it moved
     stat = dict(zip(*[iter(call(b, "QSTAT", "fq"))] * 2))
     assert stat[b"import-from"] == [call(a, "CLUSTER", "MYID")]

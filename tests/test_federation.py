@@ -1,13 +1,15 @@
 """Federation: the default policy's delays (unit, fake time), and
 NEEDJOBS/YOURJOBS between pure cores wired in memory."""
 
+import math
+
 from zope.interface.verify import verifyObject
 
 from disque.core import job as J
 from disque.core import messages as M
 from disque.core.queue import PAUSED_OUT, Queue
 from disque.federation.default import (ADHOC_MAX_DELAY, ADHOC_MIN_DELAY, BCAST_MAX_DELAY, BCAST_MIN_DELAY,
-                                       DefaultPolicy, factory)
+                                       IMPORT_RATE_WINDOW, DefaultPolicy, factory)
 from disque.interfaces import IFederationPolicy, IFederationPolicyFactory, IFederationState
 from disque.plugins import find_strategy
 from disque.testing import SimCluster
@@ -32,59 +34,93 @@ def test_provider_found_by_name_and_interfaces_hold():
     assert factory.name == "default"
 
 
-def test_broadcast_delays_double_from_2s_to_30s_while_nothing_comes():
+T0 = 1_000_000  # ms: a clock far from zero, as a real one is
+
+
+def bcast(reqs):
+    return [r for r in reqs if r[1] == 1 and set(r[0]) == set(PEERS)]
+
+
+def adhoc(reqs, source=PEERS[0]):
+    return [r for r in reqs if r[0] == (source,)]
+
+
+def test_broadcast_for_one_job_with_delays_from_2s_to_30s_while_nothing_comes():
     p, q = DefaultPolicy(), Queue(b"q", 0)
-    sent_at = []
-    for now in range(0, 120_000, 25):
-        targets, _ = asks(p, q, now)
-        if targets:
-            sent_at.append(now)
-            assert set(targets) == set(PEERS)
+    sent_at = [now for now in range(T0, T0 + 120_000, 25) if bcast(asks(p, q, now))]
+    assert sent_at[0] == T0  # a cold queue asks at once
     gaps = [b - a for a, b in zip(sent_at, sent_at[1:])]
-    assert gaps[:5] == [BCAST_MIN_DELAY, 4000, 8000, 16000, BCAST_MAX_DELAY]
-    assert all(g == BCAST_MAX_DELAY for g in gaps[4:])
+    # As the original: the delay doubles with each broadcast (2 s << attempt,
+    # counted after the first one), "more than the delay" at 25 ms steps.
+    assert gaps[:4] == [d + 25 for d in (2 * BCAST_MIN_DELAY, 8000, 16000, BCAST_MAX_DELAY)]
+    assert all(g == BCAST_MAX_DELAY + 25 for g in gaps[3:])
+
+
+def test_a_new_source_resets_the_broadcast_delay():
+    p, q = DefaultPolicy(), Queue(b"q", 0)
+    for now in range(T0, T0 + 20_000, 25):
+        asks(p, q, now)
+    assert q.fed.bcast_attempt == 3
+    p.received(q, PEERS[1], 1, T0 + 20_000)
+    assert q.fed.bcast_attempt == 0
 
 
 def test_ad_hoc_requests_to_recent_sources_from_25ms_to_2s_reset_by_jobs():
     p, q = DefaultPolicy(), Queue(b"q", 0)
-    asks(p, q, 0)  # first broadcast
-    p.received(q, PEERS[0], 3, 10)
-    adhoc = []
-    for now in range(11, 8000):
+    asks(p, q, T0)  # the first broadcast
+    p.received(q, PEERS[0], 3, T0 + 10)
+    times = []
+    for now in range(T0 + 11, T0 + 8000):
         q.fed.responders[PEERS[0]] = now  # still a recent source (white box: no reset)
-        targets, _ = asks(p, q, now)
-        if targets == (PEERS[0],):
-            adhoc.append(now)
-    gaps = [b - a for a, b in zip(adhoc, adhoc[1:])]
-    assert adhoc[0] == 11  # at once
-    assert gaps[:7] == [25, 50, 100, 200, 400, 800, 1600]
-    assert max(gaps) == ADHOC_MAX_DELAY
-    p.received(q, PEERS[0], 1, 8000)  # jobs again: back to the minimum
-    assert asks(p, q, 8001)[0] == (PEERS[0],)
-    assert asks(p, q, 8001 + ADHOC_MIN_DELAY - 1)[0] == ()
-    assert asks(p, q, 8001 + ADHOC_MIN_DELAY)[0] == (PEERS[0],)
+        if adhoc(asks(p, q, now)):
+            times.append(now)
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert times[0] == T0 + 11  # at once
+    assert gaps[:6] == [51, 101, 201, 401, 801, 1601]  # more than 50 ms, 100 ms, ... (25 << attempt)
+    assert max(gaps) == ADHOC_MAX_DELAY + 1
+    p.received(q, PEERS[0], 1, T0 + 8000)  # jobs again: back to the minimum delay
+    last = times[-1]
+    assert not adhoc(asks(p, q, last + ADHOC_MIN_DELAY))
+    assert adhoc(asks(p, q, last + ADHOC_MIN_DELAY + 1))
 
 
-def test_no_throttling_when_a_stream_drains_the_queue():
+def test_no_throttling_when_a_stream_drains_the_queue_and_nothing_without_one():
     p, q = DefaultPolicy(), Queue(b"q", 0)
-    asks(p, q, 0)
-    p.received(q, PEERS[0], 5, 1)
-    assert asks(p, q, 2, "zero")[0] == (PEERS[0],)
-    for t in range(3, 10):  # every time it drops to zero, at once
-        assert asks(p, q, t, "zero")[0] == (PEERS[0],)
-        assert asks(p, q, t, "zero-blocked")[0] == (PEERS[0],)
-    assert asks(p, q, 10, "waiting")[0] == ()  # plain demand is throttled
+    assert asks(p, q, T0, "zero") == ()  # dropped to zero, no import going on
+    asks(p, q, T0)
+    p.received(q, PEERS[0], 5, T0 + 1)
+    for t in range(T0 + 2, T0 + 10):  # every time it drops to zero, at once
+        assert adhoc(asks(p, q, t, "zero"))
+        assert adhoc(asks(p, q, t, "zero-blocked"))
+    assert not adhoc(asks(p, q, T0 + 10, "waiting"))  # plain demand is throttled
 
 
-def test_count_is_what_consumers_can_take_and_sources_expire():
+def test_import_rate_and_request_size_as_the_original():
     p, q = DefaultPolicy(), Queue(b"q", 0)
-    assert asks(p, q, 0, waiting=7)[1] == 7
-    p.received(q, PEERS[1], 40, 100)
-    assert q.fed.import_rate(500) == 40 and q.fed.sources() == (PEERS[1],)
-    assert asks(p, q, 600, waiting=2)[1] == 80  # twice the rate: drains a backlog too
-    assert q.fed.import_rate(1200) == 0
-    asks(p, q, 6000)
-    assert q.fed.sources() == ()
+    asks(p, q, T0)
+    p.received(q, PEERS[0], 1, T0 + 10)
+    assert q.fed.import_rate(T0 + 10) == 20  # 1 job over the 50 ms minimum window
+    p.received(q, PEERS[0], 299, T0 + 900)
+    assert q.fed.import_rate(T0 + 1000) == 300  # 300 jobs in 1 s
+    p.received(q, PEERS[1], 1, T0 + 1950)  # a new window: current becomes previous
+    assert q.fed.import_rate(T0 + 1950) == math.ceil(301 * 1000 / 1950)
+    reqs = asks(p, q, T0 + 1950, "zero")
+    sizes = {r[0]: r[1] for r in reqs}
+    assert sizes[tuple(sorted(PEERS))] == 77  # rate / 2 sources, within 5..100
+    assert q.fed.import_rate(T0 + 1950 + IMPORT_RATE_WINDOW + 1) == 0
+    asks(p, q, T0 + 8000)
+    assert q.fed.sources() == ()  # sources expire after 5 s
+
+
+def test_serving_half_the_queue_unless_there_is_plenty_and_not_while_importing():
+    p, q = DefaultPolicy(), Queue(b"q", 0)
+    for i in range(30):
+        q.jobs.add(J.Job(b"%040d" % i, b"q", b"", J.QUEUED, 1, i, 10**9, 0, 5, 1))
+    assert p.to_serve(q, PEERS[0], 10, T0) == 10  # 30 >= 2 * 10
+    assert p.to_serve(q, PEERS[0], 20, T0) == 15  # half of what we have
+    assert p.to_serve(q, PEERS[0], 100, T0) == 15
+    p.received(q, PEERS[1], 1, T0)
+    assert p.to_serve(q, PEERS[0], 10, T0 + 10) == 0  # importing it ourselves
 
 
 # -- between nodes ---------------------------------------------------------------------
@@ -128,7 +164,7 @@ def test_a_blocked_consumer_gets_a_job_produced_elsewhere_within_the_broadcast_d
     while not served(sim, consumer) and sim.now - t < 5000:
         sim.advance(25, step=25)
     assert served(sim, consumer) == [[job.id]]
-    assert sim.now - t <= BCAST_MIN_DELAY + 100
+    assert sim.now - t <= 2 * BCAST_MIN_DELAY + 100  # the second broadcast, 4 s after the first
     assert job.id not in sim.nodes[0].jobs  # at most once: moved, not copied
     assert sim.nodes[1].get_queue(b"q").fed.sources() == (sim.nodes[0].my_id,)
     assert any(type(m) is M.YourJobs for _, _, m in sim.delivered)

@@ -178,15 +178,15 @@ KNOWN_DIFFERENCES = {
         "B takes the job (checked: the original's -PAUSED, or a job ID; that job is then "
         "removed again with FASTACK on a helper connection to B, so that the later blocks "
         "see the original's jobs)",
+    "cluster.md: [B:7913] QSTAT fedq":
+        "timing: import-rate is the original's ceil(jobs * 1000 / max(ms since the window "
+        "started, 50)); the window starts when B's GETJOB first asked, so the figure depends "
+        "on how many ms the import and this QSTAT took: the original's 20 means <= 50 ms, our "
+        "Python nodes may take a little longer (checked: 1 <= import-rate <= 20, all else as "
+        "the original)",
     "cluster.md: C (no jobs in pbq)":
         "timing: as for B: the broadcast may reach C after the client's command (checked: "
         "in, or none)",
-    # -- bugs: our server is wrong (server code untouched here).
-    "cluster.md: [B:7913] QSTAT fedq":
-        "BUG: QSTAT import-rate is the number of jobs imported within the window "
-        "(disque/federation/default.py import_rate), not the original's rate per second, "
-        "ceil(jobs * 1000 / max(ms since the previous import, 50)): one job just imported "
-        "shows 20 there, 1 here (checked: import-rate 1, all else as the original)",
     # -- deliberate, in the cluster: nodes known to hold a copy of a job are
     # in its nodes-delivered (disque/core/clustered.py _merge_delivered,
     # commit e695698), so that QUEUED, SETACK and DELJOB reach every copy.
@@ -219,6 +219,7 @@ RACES = {
     "cluster.md: [B:7913] PAUSE pbq state",
     "cluster.md: C (no jobs in pbq)",
     "cluster.md: [B:7913] ADDJOB pbq z 0",
+    "cluster.md: [B:7913] QSTAT fedq",
 }
 
 
@@ -1087,12 +1088,13 @@ def known_deljob_in_flight(exp, ours, r):
     return problems
 
 
-def known_import_rate(exp, ours, r):
+def known_import_rate_timing(exp, ours, r):
     if exp[0] != "*" or _field(exp, b"import-rate") != (":", 20):
         return ["the original's import-rate changed: %r" % (exp,)]
-    if ours[0] != "*" or _field(ours, b"import-rate") != (":", 1):
-        return ["expected import-rate 1 (jobs in the window), got %r" % (ours,)]
-    return check_qstat(_set_field(exp, b"import-rate", (":", 1)), ours, r)
+    rate = _field(ours, b"import-rate") if ours[0] == "*" else None
+    if rate is None or rate[0] != ":" or not 1 <= rate[1] <= 20:
+        return ["expected 1 <= import-rate <= 20, got %r" % (rate,)]
+    return check_qstat(_set_field(exp, b"import-rate", rate), ours, r)
 
 
 def known_federated_delivered(exp, ours, r):
@@ -1152,7 +1154,7 @@ KNOWN_CHECKS = {
     "cluster.md: on B right after ACKJOB on A": known_not_yet_collected,
     "cluster.md: SHOW after ACKJOB of unknown ID (cluster)": known_dummy_ack,
     "cluster.md: on B after FASTACK on A": known_deljob_in_flight,
-    "cluster.md: [B:7913] QSTAT fedq": known_import_rate,
+    "cluster.md: [B:7913] QSTAT fedq": known_import_rate_timing,
     "cluster.md: [B:7913] SHOW D-a79cedd4-IH8ioitq6ipFRdSAQOK9veKT-05a1": known_federated_delivered,
     "cluster.md: [A:7912] SHOW D-a79cedd4-IH8ioitq6ipFRdSAQOK9veKT-05a1": known_federated_delivered,
     "cluster.md: [A:7912] INFO jobs": known_registered_jobs_minus_one,

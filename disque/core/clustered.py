@@ -389,11 +389,11 @@ class ClusterMixin:
         peers = [n.id for n in cluster.nodes.values()
                  if n is not cluster.myself and n.reachable and not n.leaving]
         waiting = len(q.waiting) if q.waiting else 0
-        targets, count = self.federation.wanted(q, self.now, reason, peers, waiting)
-        if targets and count > 0:
-            msg = M.NeedJobs(queue_name, count)
-            for node_id in targets:
-                cluster.send(node_id, msg)
+        for targets, count in self.federation.wanted(q, self.now, reason, peers, waiting):
+            if count > 0:
+                msg = M.NeedJobs(queue_name, count)
+                for node_id in targets:
+                    cluster.send(node_id, msg)
 
     def _federate_waiting(self) -> None:
         """Clients still blocked: keep asking, at the policy's pace."""

@@ -1,26 +1,26 @@
 """The original's federation algorithm (``federation-policy default``).
 
-From ``seeds/disque-readme.txt`` ("Cluster messages related to nodes
-federation" and "When I consume and produce from different nodes..."):
+As Disque 1.0's queue.c does it (``needJobsForQueue``, ``receiveYourJobs``,
+``receiveNeedJobs``), described in ``seeds/disque-readme.txt``:
 
-* a node whose consumers find a queue empty sends NEEDJOBS(queue, count);
-* to *recent sources* (nodes that answered with jobs in the last
-  ``SOURCE_TTL_MS``) "ad hoc", with a delay growing from 25 ms to 2 s
-  between requests while nothing comes back, reset to 25 ms when jobs do;
-* to *every* node ("broadcast"), to discover sources, with a delay growing
-  from 2 s to 30 s;
-* with no throttling at all when the queue just dropped to zero (a client
-  took the last job, possibly a blocked one) while jobs are being imported
-  (positive import rate): a steady stream must not stall on delays;
-* the count asked for is what the consumers can take: the blocked clients,
-  or twice the jobs imported in the last second when that is more (a
-  stream must be able to drain a backlog at the source, not just keep it);
-* when asked, a node gives up to the count requested from its queue.
-
-A burst of demand after a quiet period (no request for longer than the
-broadcast maximum) starts again from the minimum delays, so the first
-GETJOB on a cold queue asks at once.
+* When consumers find a queue empty, at most every 2 s, 4 s, ... 30 s
+  (exponential, reset when a *new* source appears) NEEDJOBS for a single
+  job is broadcast to every node, to discover sources.
+* To the *recent sources* (nodes whose YOURJOBS came in the last 5 s)
+  NEEDJOBS goes "ad hoc" for ``import rate / sources`` jobs (5 to 100),
+  at most every 25 ms, 50 ms, ... 2 s (exponential, reset by every imported
+  job), and with no delay at all when the queue just dropped to zero while
+  jobs are being imported.
+* "Dropped to zero" with no import going on does nothing: the next consumer
+  that blocks asks.
+* The import rate is jobs per second over the current and previous
+  one-second windows (at least 50 ms), zero when nothing came for 5 s.
+* Asked for ``count`` jobs, a node gives them if it has at least twice as
+  many, otherwise half its queue (at least one); it gives nothing while it
+  imports jobs of that queue itself (both sides would just swap them).
 """
+
+import math
 
 from zope.interface import implementer
 
@@ -30,88 +30,93 @@ BCAST_MIN_DELAY = 2000  # ms
 BCAST_MAX_DELAY = 30000
 ADHOC_MIN_DELAY = 25
 ADHOC_MAX_DELAY = 2000
-SOURCE_TTL_MS = 5000  # a source is "recent" this long after its last YOURJOBS
-RATE_WINDOW_MS = 1000
-MAX_REQUEST = 1000  # jobs asked for in one NEEDJOBS
+SOURCE_TTL_MS = 5000  # a source is "recent" this long after its last job
+IMPORT_RATE_WINDOW = 5000  # no import for this long: the rate is zero
+MIN_REQUEST = 5
+MAX_REQUEST = 100
 
 
 @implementer(IFederationState)
 class QueueFederation:
-    __slots__ = ("bcast_time", "bcast_delay", "adhoc_time", "adhoc_delay", "last_request", "responders", "imports")
+    __slots__ = ("bcast_time", "bcast_attempt", "adhoc_time", "adhoc_attempt", "responders",
+                 "cur_time", "cur_count", "prev_time", "prev_count")
 
-    def __init__(self):
-        self.bcast_time = None
-        self.bcast_delay = BCAST_MIN_DELAY
-        self.adhoc_time = None
-        self.adhoc_delay = ADHOC_MIN_DELAY
-        self.last_request = None
-        self.responders = {}  # node id -> ms of its last YOURJOBS
-        self.imports = []  # (ms, count) of recent YOURJOBS, oldest first
+    def __init__(self, now):
+        self.bcast_time = 0
+        self.bcast_attempt = 0
+        self.adhoc_time = 0
+        self.adhoc_attempt = 0
+        self.responders = {}  # node id -> ms of its last job
+        self.cur_time = self.prev_time = now
+        self.cur_count = self.prev_count = 0
 
     def sources(self):
         return tuple(self.responders)
 
     def import_rate(self, now):
-        return sum(n for t, n in self.imports if now - t < RATE_WINDOW_MS)
+        if now - self.cur_time > IMPORT_RATE_WINDOW:
+            return 0
+        elapsed = max(now - self.prev_time, 50)
+        return math.ceil((self.prev_count + self.cur_count) * 1000 / elapsed)
 
-    def _expire(self, now):
+    def count_import(self, now):
+        if now - self.cur_time > 1000:
+            self.prev_time, self.prev_count = self.cur_time, self.cur_count
+            self.cur_time, self.cur_count = now, 0
+        self.cur_count += 1
+
+    def valid_responders(self, now):
         for node_id, t in list(self.responders.items()):
-            if now - t >= SOURCE_TTL_MS:
+            if now - t > SOURCE_TTL_MS:
                 del self.responders[node_id]
-        while self.imports and now - self.imports[0][0] >= RATE_WINDOW_MS:
-            self.imports.pop(0)
+        return self.responders
 
 
-def state_of(queue):
+def state_of(queue, now):
     if queue.fed is None:
-        queue.fed = QueueFederation()
+        queue.fed = QueueFederation(now)
     return queue.fed
 
 
 @implementer(IFederationPolicy)
 class DefaultPolicy:
     def wanted(self, queue, now, reason, peers, waiting):
-        if not peers:
-            return (), 0
-        st = state_of(queue)
-        st._expire(now)
-        if st.last_request is None or now - st.last_request > BCAST_MAX_DELAY:
-            st.bcast_time = st.adhoc_time = None  # a new burst of demand
-            st.bcast_delay, st.adhoc_delay = BCAST_MIN_DELAY, ADHOC_MIN_DELAY
+        st = state_of(queue, now)
         rate = st.import_rate(now)
-        # Twice the recent import rate: enough to keep up with a stream and
-        # to drain a backlog that built up at the source meanwhile (asking
-        # for exactly the rate would carry that backlog forever).
-        count = min(max(1, waiting, 2 * rate), MAX_REQUEST)
-        peers = set(peers)
-        targets = set()
-        responders = [n for n in st.responders if n in peers]
-        if responders:
-            stream = reason == "zero-blocked" or (reason == "zero" and rate > 0)
-            if stream or st.adhoc_time is None or now - st.adhoc_time >= st.adhoc_delay:
-                targets.update(responders)
-                if not stream and st.adhoc_time is not None:
-                    st.adhoc_delay = min(st.adhoc_delay * 2, ADHOC_MAX_DELAY)
-                st.adhoc_time = now
-        if st.bcast_time is None or now - st.bcast_time >= st.bcast_delay:
-            targets.update(peers)
-            if st.bcast_time is not None:
-                st.bcast_delay = min(st.bcast_delay * 2, BCAST_MAX_DELAY)
+        zero = reason != "waiting"
+        if zero and rate == 0:
+            return ()
+        responders = [n for n in st.valid_responders(now) if n in peers]
+        to_fetch = rate // len(responders) if responders else MIN_REQUEST
+        to_fetch = min(max(to_fetch, MIN_REQUEST), MAX_REQUEST)
+        requests = []
+        bcast_delay = min(BCAST_MIN_DELAY << min(st.bcast_attempt, 30), BCAST_MAX_DELAY)
+        if now - st.bcast_time > bcast_delay and peers:
             st.bcast_time = now
-        if targets:
-            st.last_request = now
-        return tuple(sorted(targets)), count
+            st.bcast_attempt += 1
+            requests.append((tuple(peers), 1))  # discovery: one job is enough
+        adhoc_delay = min(ADHOC_MIN_DELAY << min(st.adhoc_attempt, 30), ADHOC_MAX_DELAY)
+        if (zero or now - st.adhoc_time > adhoc_delay) and responders:
+            st.adhoc_time = now
+            st.adhoc_attempt += 1
+            requests.append((tuple(responders), to_fetch))
+        return requests
 
     def received(self, queue, sender, count, now):
-        st = state_of(queue)
+        st = state_of(queue, now)
+        if sender not in st.responders:
+            st.bcast_attempt = 0  # a new source: broadcasts may start over
         st.responders[sender] = now
-        st.imports.append((now, count))
-        st.adhoc_delay = ADHOC_MIN_DELAY
-        st.adhoc_time = None  # the next ad hoc request may go at once
-        st._expire(now)
+        for _ in range(count):
+            st.count_import(now)
+        st.adhoc_attempt = 0
 
     def to_serve(self, queue, requester, count, now):
-        return min(count, len(queue.jobs))
+        if queue.fed is not None and queue.fed.import_rate(now) > 0:
+            return 0  # importing this queue ourselves
+        qlen = len(queue.jobs)
+        give = count if qlen >= count * 2 else qlen // 2
+        return max(give, 1)
 
 
 @implementer(IFederationPolicyFactory)

@@ -36,9 +36,9 @@ class EagerPolicy:
         st = queue.fed if queue.fed is not None else EagerState()
         queue.fed = st
         if st.last_ask is not None and now - st.last_ask < self.interval:
-            return (), 0
+            return ()
         st.last_ask = now
-        return tuple(peers), max(1, waiting)
+        return [(tuple(peers), max(1, waiting))]
 
     def received(self, queue, sender, count, now):
         st = queue.fed if queue.fed is not None else EagerState()
