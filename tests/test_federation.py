@@ -170,6 +170,19 @@ def test_a_blocked_consumer_gets_a_job_produced_elsewhere_within_the_broadcast_d
     assert any(type(m) is M.YourJobs for _, _, m in sim.delivered)
 
 
+def test_jobs_imported_from_the_bus_reach_a_blocked_client_at_once_not_at_the_next_tick():
+    sim = mesh()
+    consumer = object()
+    block(sim, 1, consumer)
+    job = add(sim, 0)
+    a = sim.nodes[0]
+    a.set_time(sim.now)
+    a._on_needjobs(sim.nodes[1].my_id, M.NeedJobs(b"q", 1))  # as B's NEEDJOBS would
+    sim._drain(0)
+    sim.pump()  # YOURJOBS lands on B: no tick, no time passes
+    assert served(sim, consumer) == [[job.id]]
+
+
 def test_sustained_cross_node_traffic_no_duplicates_no_losses():
     sim = mesh()
     made, got = [], []
