@@ -373,7 +373,7 @@ SPECS = (
     _S("federation-policy", "str", "default", original=False,
        check=lambda t: _need(t, "must not be empty")),
     _S("persistence", "str", "", original=False),
-    _S("gc-freeze-interval", "int", 10, original=False, lo=0, hi=86400),
+    _S("gc-freeze-interval", "int", 1, original=False, lo=0, hi=86400),
     _S("syslog-enabled", "bool", False, get=False),
     _S("syslog-ident", "str", "disque", get=False),
     _S("appendfilename", "str", "disque.aof", get=False,

@@ -325,3 +325,25 @@ def test_flush_all_keeps_blocked_clients_waiting():
     job = add(node, b"w")
     node.serve_ready()
     assert node.outbox == [Reply("c", [job])]
+
+
+@pytest.mark.parametrize("ttl,retry", [(86400, -1), (3600, 0), (10, 5), (2, 1), (100, 200), (600, -1)])
+def test_addjob_fast_path_is_the_generic_enqueue(ttl, retry):
+    """ADDJOB inlines ENQUEUE + awake-time for a new job: same result as the
+    generic path (enqueue() on a registered WAIT_REPL job)."""
+    fast, ref_node = make_node(), make_node()
+    for n in (fast, ref_node):
+        n.get_queue(b"q") or n.queue_for(b"q")
+    job = fast.add_job(b"q", b"x", 1, 0, retry, ttl, 0, False)
+    ref = J.Job(job.id, b"q", b"x", J.WAIT_REPL, 1, job.ctime, job.etime, 0, job.retry,
+                ref_node.now + job.retry * 1000)
+    ref.delivered = job.delivered
+    assert ref_node.jobs.add(ref.id, ref)
+    assert ref_node.enqueue(ref)  # draws the same jitter from the same seeded rng
+    for field in ("state", "flags", "qtime", "awake", "deliv", "nacks"):
+        assert getattr(job, field) == getattr(ref, field), field
+    assert job.awake <= job.etime
+    assert len(fast.schedule) == len(ref_node.schedule) == 1
+    assert fast.schedule.pop_due(job.awake) == [job]
+    assert list(fast.get_queue(b"q").jobs) == [job]
+    assert fast.get_queue(b"q").jobs_in == ref_node.get_queue(b"q").jobs_in == 1

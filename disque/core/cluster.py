@@ -107,7 +107,10 @@ class ClusterView:
 
     @property
     def size(self) -> int:
-        return sum(1 for n in self.nodes.values() if not n.handshake)
+        nodes = self.nodes
+        if len(nodes) == 1:  # alone (myself is never in handshake)
+            return 1
+        return sum(1 for n in nodes.values() if not n.handshake)
 
     @property
     def reachable(self) -> int:

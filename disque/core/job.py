@@ -89,6 +89,9 @@ def default_retry(ttl: int) -> int:
     return retry or 1
 
 
+DEFAULT_TTL_RETRY = default_retry(DEFAULT_TTL)  # the common case, precomputed
+
+
 # -- storage serialization (AOF LOADJOB records) --------------------------------
 #
 #   version:u8  state:u8  repl:u16  ctime:i64  etime:i64  delay:i64  retry:i64

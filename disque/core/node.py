@@ -253,7 +253,7 @@ class NodeState(ClusterMixin):
         if delay >= ttl:
             raise CommandError(b"ERR", b"The specified DELAY is greater than TTL. Job refused since would never be delivered")
         if retry == -1:
-            retry = J.default_retry(ttl)
+            retry = J.DEFAULT_TTL_RETRY if ttl == J.DEFAULT_TTL else J.default_retry(ttl)
         leaving = self.cluster.leaving
         extrepl = leaving or self.memory_level > 0
         additional = repl if extrepl else repl - 1
@@ -275,21 +275,40 @@ class NodeState(ClusterMixin):
         if ctime <= self._prev_ctime:
             ctime = self._prev_ctime + 1
         self._prev_ctime = ctime
-        job = J.Job(
-            self.ids.new_id(ttl, retry), queue, body, J.WAIT_REPL, repl,
-            ctime, now + ttl * 1000, delay, retry, now + (delay or retry) * 1000,
-        )
+        etime = now + ttl * 1000
+        job = J.Job(self.ids.new_id(ttl, retry), queue, body, J.WAIT_REPL, repl, ctime, etime, delay,
+                    retry, now + (delay or retry) * 1000)
         if not self.jobs.add(job.id, job):  # 144 random bits: only a bug gets here
             raise CommandError(b"ERR", b"Internal error creating the job, check server logs")
         if additional > 0:
             self.replicate_new_job(job, additional, extrepl, async_, q)
             return job
         job.delivered = self._my_delivered
-        if delay == 0:
-            self.enqueue(job, False, q)  # schedules the job
-        else:
+        if delay:
             job.state = J.ACTIVE
             self.update_awake(job)
+        else:
+            # enqueue() + update_awake() for a brand-new job, inlined: this is
+            # the hottest path of the node (every ADDJOB on a single node).
+            job.state = J.QUEUED
+            if retry:
+                job.flags = J.F_BCAST_QUEUED | J.F_BCAST_WILLQUEUE
+                qtime = job.qtime = now + retry * 1000 + int(self._random() * TIME_ERR)
+                at = qtime - J.WILLQUEUE_ADVANCE
+                if etime < at:
+                    at = etime
+            else:
+                job.flags = J.F_BCAST_QUEUED
+                job.qtime = 0
+                at = etime
+            self.schedule.insert(job, at)
+            if q is None:
+                q = self.queue_for(queue)
+            q.jobs.add(job)
+            q.atime = now // 1000
+            q.jobs_in += 1
+            if q.waiting and not q.flags & PAUSED_OUT:
+                self._ready.append(q)
         if self.persist:
             self.outbox.append(Persist((b"LOADJOB", job)))
         return job

@@ -45,6 +45,19 @@ class Schedule:
             bucket.append(job)
         self._len += 1
 
+    def insert(self, job, at: int) -> None:
+        """Schedule a job that is not scheduled yet (``job.awake == 0``) at
+        ``at`` ms (``at > 0``): :meth:`set` without the unlinking."""
+        job.awake = at
+        key = -(-at // RESOLUTION)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            self._buckets[key] = [job]
+            heappush(self._keys, key)
+        else:
+            bucket.append(job)
+        self._len += 1
+
     def remove(self, job) -> None:
         if job.awake:
             self._unlink(job, job.awake)
