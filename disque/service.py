@@ -121,7 +121,8 @@ class NodeRuntime:
         if self.node.cluster.dirty:
             self.save_nodes()
         self.persistence.flush()
-        self._reschedule()
+        if self._wake is None or self.node.deadline_may_be_sooner():
+            self._reschedule()
 
     # -- the cluster bus ---------------------------------------------------
 

@@ -150,3 +150,29 @@ def test_leaving_unblocks_waiting_consumers():
     admin.dataReceived(cmd("CLUSTER", "LEAVING", "yes"))
     assert take(atr) == b"+OK\r\n"
     assert take(ctr) == b"-LEAVING This node is leaving the cluster, please connect to a different one\r\n"
+
+
+def test_exact_wake_ups_when_sooner_deadlines_come_after_later_ones():
+    """The host skips recomputing its wake-up after a batch unless the core
+    says a deadline may be sooner: a DELAY job or a GETJOB timeout added
+    after far-future jobs must still wake the node on time (there is no
+    periodic tick here, only the exact wake-up)."""
+    rt, clock = make_runtime()
+    proto, tr = connect(rt)
+    for _ in range(3):
+        proto.dataReceived(cmd("ADDJOB", "far", "x", "0"))  # requeue in 8640 s
+    proto.dataReceived(cmd("ADDJOB", "soon", "y", "0", "DELAY", "1"))
+    take(tr)
+    clock.advance(1.011)
+    proto.dataReceived(cmd("QLEN", "soon"))
+    assert take(tr) == b":1\r\n"
+    other, tr2 = connect(rt)
+    other.dataReceived(cmd("GETJOB", "TIMEOUT", "50", "FROM", "empty"))
+    assert take(tr2) == b""
+    clock.advance(0.051)
+    assert take(tr2) == b"*-1\r\n"
+    proto.dataReceived(cmd("ADDJOB", "soon2", "z", "0", "DELAY", "2"))
+    take(tr)
+    clock.advance(2.011)
+    proto.dataReceived(cmd("QLEN", "soon2"))
+    assert take(tr) == b":1\r\n"

@@ -126,6 +126,7 @@ class ClusterMixin:
     def _repl_wakeup(self, pending, at=None) -> None:
         self._repl_seq += 1
         heappush(self._repl_timers, (at or self.now + REPL_RETRY_MS, self._repl_seq, pending))
+        self._timers_added = True
 
     def _activate(self, job, q=None) -> None:
         """The job reached its replication level (or is ASYNC): active, and

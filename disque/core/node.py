@@ -92,6 +92,7 @@ class NodeState(ClusterMixin):
         self._ready = []  # queues that got jobs while clients wait on them
         self._blocked = {}  # client -> Blocked
         self._deadlines = []  # heap of (deadline, seq, Blocked); stale when done
+        self._timers_added = False  # a blocked-client or replication deadline was added
         self._block_seq = 0
         self._idle_queues = {}  # name -> Queue, candidates for reclaiming
         self.memory_level = 0  # 0 ok, 1 >75%, 2 >95%, 3 full (set by the host)
@@ -355,8 +356,17 @@ class NodeState(ClusterMixin):
         self.cluster_cron()
         self.serve_ready()
 
+    def deadline_may_be_sooner(self) -> bool:
+        """True if something due earlier than the last :meth:`next_deadline`
+        may have been added since it was asked (then ask again).  Lets the
+        host skip recomputing the wake-up after most batches: a new job's
+        requeue time lands far behind the earliest one."""
+        return self.schedule.sooner or self._timers_added
+
     def next_deadline(self):
         """Earliest time (ms) at which :meth:`tick` has work, or None."""
+        self.schedule.sooner = False
+        self._timers_added = False
         t = self.schedule.next_time(self.now)
         heap = self._deadlines
         while heap and heap[0][2].done:
@@ -513,6 +523,7 @@ class NodeState(ClusterMixin):
         if deadline:
             self._block_seq += 1
             heappush(self._deadlines, (deadline, self._block_seq, b))
+            self._timers_added = True
 
     def unblock(self, client) -> bool:
         """Forget a parked client (disconnect, CLIENT KILL); True if it was."""

@@ -18,12 +18,16 @@ RESOLUTION = 10  # ms
 
 
 class Schedule:
-    __slots__ = ("_buckets", "_keys", "_len")
+    __slots__ = ("_buckets", "_keys", "_len", "sooner")
 
     def __init__(self):
         self._buckets = {}
         self._keys = []
         self._len = 0
+        # True when a job went into the first bucket (or one before it) since
+        # the owner last asked: the earliest due time may have moved closer.
+        # The owner resets it; later buckets cannot change the next wake-up.
+        self.sooner = False
 
     def __len__(self):
         return self._len
@@ -37,10 +41,13 @@ class Schedule:
             self._unlink(job, old)
         job.awake = at
         key = -(-at // RESOLUTION)
+        keys = self._keys
+        if not keys or key <= keys[0]:
+            self.sooner = True
         bucket = self._buckets.get(key)
         if bucket is None:
             self._buckets[key] = [job]
-            heappush(self._keys, key)
+            heappush(keys, key)
         else:
             bucket.append(job)
         self._len += 1
@@ -50,10 +57,13 @@ class Schedule:
         ``at`` ms (``at > 0``): :meth:`set` without the unlinking."""
         job.awake = at
         key = -(-at // RESOLUTION)
+        keys = self._keys
+        if not keys or key <= keys[0]:
+            self.sooner = True
         bucket = self._buckets.get(key)
         if bucket is None:
             self._buckets[key] = [job]
-            heappush(self._keys, key)
+            heappush(keys, key)
         else:
             bucket.append(job)
         self._len += 1
@@ -120,6 +130,7 @@ class Schedule:
         return min(j.awake for j in buckets[keys[0]])
 
     def clear(self):
+        self.sooner = True
         self._buckets.clear()
         self._keys.clear()
         self._len = 0
