@@ -39,22 +39,11 @@ class Schedule:
             return
         if old:
             self._unlink(job, old)
-        job.awake = at
-        key = -(-at // RESOLUTION)
-        keys = self._keys
-        if not keys or key <= keys[0]:
-            self.sooner = True
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            self._buckets[key] = [job]
-            heappush(keys, key)
-        else:
-            bucket.append(job)
-        self._len += 1
+        self.insert(job, at)
 
     def insert(self, job, at: int) -> None:
         """Schedule a job that is not scheduled yet (``job.awake == 0``) at
-        ``at`` ms (``at > 0``): :meth:`set` without the unlinking."""
+        ``at`` ms (``at > 0``); ADDJOB's fast path calls it directly."""
         job.awake = at
         key = -(-at // RESOLUTION)
         keys = self._keys
