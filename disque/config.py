@@ -374,6 +374,7 @@ SPECS = (
        check=lambda t: _need(t, "must not be empty")),
     _S("persistence", "str", "", original=False),
     _S("gc-freeze-interval", "int", 1, original=False, lo=0, hi=86400),
+    _S("dedup-window", "int", 600, True, original=False, lo=0, hi=30 * 86400),
     _S("syslog-enabled", "bool", False, get=False),
     _S("syslog-ident", "str", "disque", get=False),
     _S("appendfilename", "str", "disque.aof", get=False,

@@ -65,6 +65,7 @@ class NodeRuntime:
         now = int(reactor.seconds() * 1000)
         self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
         self.node.cluster.node_timeout = config["cluster-node-timeout"]
+        self.node.dedup.window = config["dedup-window"] * 1000
         self.ctx = Context(self.node, config, self)
         self.start_time = reactor.seconds()
         self.run_id = os.urandom(20).hex()
@@ -187,6 +188,7 @@ class NodeRuntime:
         self._wake = None
         self.set_time()
         self.node.cluster.node_timeout = self.config["cluster-node-timeout"]
+        self.node.dedup.window = self.config["dedup-window"] * 1000
         self.node.set_memory_limit(self.config["maxmemory"])
         self.node.tick()
         self.ctx.stats.sample(self.node.now)

@@ -16,7 +16,7 @@ u32 = st.integers(0, 2**32 - 1)
 gossip = st.tuples(ids, st.binary(max_size=255), st.integers(0, 65535), st.integers(0, 255)).map(
     lambda t: M.Gossip(*t))
 jobs = st.builds(M.JobRecord, ids, small, st.binary(max_size=300), st.integers(0, 65535), i64, i64, i64, i64,
-                 i64, i64, st.lists(ids, max_size=5).map(tuple))
+                 i64, i64, st.lists(ids, max_size=5).map(tuple), st.binary(max_size=1024))
 gossips = st.lists(gossip, max_size=5).map(tuple)
 
 MESSAGES = st.one_of(
@@ -24,7 +24,7 @@ MESSAGES = st.one_of(
     st.builds(M.Fail, ids), st.builds(M.ReplJob, jobs), st.builds(M.GotJob, ids),
     st.builds(M.Enqueue, ids), st.builds(M.WillQueue, ids), st.builds(M.Queued, ids, st.integers(0, 2)),
     st.builds(M.Working, ids), st.builds(M.SetAck, ids, u32), st.builds(M.GotAck, ids, st.booleans()),
-    st.builds(M.DelJob, ids), st.builds(M.NeedJobs, small, u32),
+    st.builds(M.DelJob, ids, st.booleans()), st.builds(M.NeedJobs, small, u32),
     st.builds(M.YourJobs, st.lists(jobs, max_size=3).map(tuple)), st.builds(M.Pause, small, st.integers(0, 3)),
 )
 HEADERS = st.builds(M.Header, ids, st.binary(max_size=255), st.integers(0, 65535), st.integers(0, 65535))

@@ -27,7 +27,7 @@ def clean_gc():
 
 
 NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Config", "Context", "JobIdGenerator",
-                 "NoPersistence", "NodeRuntime", "NodeState", "Schedule", "SlowLog", "Stats"}
+                 "NoPersistence", "NodeRuntime", "NodeState", "Schedule", "SlowLog", "Stats", "DedupIndex"}
 
 
 def _workload(rt, clock):
@@ -42,6 +42,10 @@ def _workload(rt, clock):
         p1.dataReceived(cmd("ADDJOB", "q%d" % (i % 5), "body%d" % i, "0", "RETRY", "1"))
         ids.append(take(t1).split(b"\r\n")[-2].lstrip(b"+"))
     p1.dataReceived(cmd("ADDJOB", "qd", "later", "0", "DELAY", "5"))
+    for key in ("k1", "k2", "k1"):  # keyed jobs, one repeated; one acked (its key remembered)
+        p1.dataReceived(cmd("ADDJOB", "qk", "keyed", "0", "DEDUP", key))
+        ids.append(take(t1).split(b"\r\n")[-2].lstrip(b"+"))
+    p1.dataReceived(cmd("ACKJOB", ids[-1]))
     p2.dataReceived(cmd("GETJOB", "TIMEOUT", "100", "FROM", "empty"))  # parks, times out
     p3.dataReceived(cmd("GETJOB", "FROM", "nothing-yet"))  # parks until killed
     p4.dataReceived(cmd("GETJOB", "COUNT", "10", "FROM", "q0", "q1"))

@@ -12,6 +12,11 @@ u32 length then bytes; integers are big-endian (``u8``, ``u16``, ``u32``,
 ``gossip`` a u16 count of (id, str8 host, u16 port, u8 flags); ``job`` a job
 record; ``jobs`` a u32 count of job records.
 
+Version 2 (DEDUP keys) adds two fields at the end: a job record's
+``dedup`` key (str16, empty for none) and DELJOB's ``void`` flag (bool).
+Frames are always written in the current version; version 1 frames still
+decode, with an empty key and ``void`` false.
+
 :func:`decode` checks everything: magic, version, known type, every length
 against what is left of the frame, no trailing bytes, job IDs of the right
 size, counts against ``MAX_*``.  Any violation raises :class:`WireError`;
@@ -25,7 +30,7 @@ import struct
 
 from ..core import messages as M
 
-VERSION = 1
+VERSION = 2
 MAGIC = b"DQ"
 ID_LEN = 40
 MAX_GOSSIP = 1024
@@ -78,15 +83,21 @@ def _put_job(out, job):
     _put_str32(out, job.body)
     out.append(_JOB_NUMS.pack(job.repl, job.ctime, job.etime, job.delay, job.retry, job.nacks, job.deliv))
     _put_ids(out, job.delivered)
+    key = job.dedup
+    if len(key) > 65535:
+        raise WireError("dedup key too long")
+    out.append(_U16.pack(len(key)))
+    out.append(key)
 
 
 class _Reader:
-    __slots__ = ("data", "pos", "end")
+    __slots__ = ("data", "pos", "end", "version")
 
-    def __init__(self, data, pos):
+    def __init__(self, data, pos, version=VERSION):
         self.data = data
         self.pos = pos
         self.end = len(data)
+        self.version = version
 
     def take(self, n):
         pos = self.pos
@@ -137,7 +148,9 @@ class _Reader:
         queue = self.str32()
         body = self.str32()
         repl, ctime, etime, delay, retry, nacks, deliv = self.unpack(_JOB_NUMS)
-        return M.JobRecord(job_id, queue, body, repl, ctime, etime, delay, retry, nacks, deliv, self.ids())
+        delivered = self.ids()
+        key = self.take(self.u16()) if self.version >= 2 else b""
+        return M.JobRecord(job_id, queue, body, repl, ctime, etime, delay, retry, nacks, deliv, delivered, key)
 
     def gossip(self):
         n = self.u16()
@@ -203,7 +216,8 @@ _CODECS = {
                lambda r: M.SetAck(r.id(), r.u32())),
     M.GotAck: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.known else 0))),
                lambda r: M.GotAck(r.id(), r.bool())),
-    M.DelJob: _one_id(M.DelJob),
+    M.DelJob: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.void else 0))),
+               lambda r: M.DelJob(r.id(), r.bool() if r.version >= 2 else False)),
     M.NeedJobs: (lambda out, m: (_put_str32(out, m.queue), out.append(_U32.pack(m.count))),
                  lambda r: M.NeedJobs(r.str32(), r.u32())),
     M.YourJobs: (lambda out, m: _put_jobs(out, m.jobs), _get_jobs),
@@ -243,7 +257,7 @@ def decode(frame: bytes):
     cls = _CLASS_OF.get(code)
     if cls is None:
         raise WireError("unknown message type %d" % code)
-    r = _Reader(frame, _PREAMBLE.size)
+    r = _Reader(frame, _PREAMBLE.size, version)
     host = r.take(hostlen)
     msg = _CODECS[cls][1](r)
     if r.pos != r.end:

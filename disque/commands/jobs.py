@@ -3,6 +3,7 @@ ENQUEUE, DEQUEUE, LOADJOB, JSCAN.  Parsing and reply shaping only; the state
 changes live in :mod:`disque.core.node`."""
 
 from ..core import job as J
+from ..core.dedup import MAX_KEY_LEN
 from ..core.node import CommandError
 from ..resp import reply as R
 from . import ReplySlot, command
@@ -13,7 +14,13 @@ SYNTAX = CommandError(b"ERR", b"syntax error")
 
 # ----------------------------------------------------------------------
 # ADDJOB queue job <ms-timeout> [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
-#        [MAXLEN n] [ASYNC]
+#        [MAXLEN n] [ASYNC] [DEDUP key]
+#
+# DEDUP is this project's extension (disque.core.dedup): a repeated ADDJOB
+# with a key already used in the queue answers the existing job's ID, after
+# the same checks of its arguments but before any check of the node's state
+# (a retry of an ADDJOB that succeeded succeeds, even if the queue is paused
+# or full by now).  One still waiting for its copies gets that outcome.
 # ----------------------------------------------------------------------
 
 def _opt(argv, i, error):
@@ -28,6 +35,7 @@ E_TTL = CommandError(b"ERR", b"TTL must be a number > 0")
 E_RETRY = CommandError(b"ERR", b"RETRY time must be a non negative number")
 E_DELAY = CommandError(b"ERR", b"DELAY time must be a non negative number")
 E_MAXLEN = CommandError(b"ERR", b"MAXLEN must be a positive number")
+E_DEDUP = CommandError(b"ERR", b"DEDUP key must be between 1 and %d bytes" % MAX_KEY_LEN)
 
 
 @command("addjob", -4, "write denyoom fast")
@@ -40,6 +48,7 @@ def addjob(ctx, client, argv):
     delay = 0
     maxlen = 0
     async_ = False
+    dedup = None
     i = 4
     argc = len(argv)
     while i < argc:
@@ -72,11 +81,27 @@ def addjob(ctx, client, argv):
             i += 1
         elif opt == b"async":
             async_ = True
+        elif opt == b"dedup" and not last:
+            dedup = argv[i + 1]
+            if not 0 < len(dedup) <= MAX_KEY_LEN:
+                raise E_DEDUP
+            i += 1
         else:
             raise SYNTAX
         i += 1
     timeout = parse_timeout(argv[3])
-    job = node.add_job(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_)
+    if dedup is not None:
+        found = node.find_dedup(argv[1], dedup)
+        if found is not None:
+            if type(found) is bytes:
+                return b"+" + found + b"\r\n"
+            job = found
+            if job.state != J.WAIT_REPL:
+                return b"+" + job.id + b"\r\n"
+            slot = ReplySlot(client.conn)
+            node.await_replication(job, slot, timeout, b"+" + job.id + b"\r\n", NOREPL_TIMEOUT)
+            return slot
+    job = node.add_job(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_, dedup)
     if job.state == J.WAIT_REPL:
         slot = ReplySlot(client.conn)
         node.await_replication(job, slot, timeout, b"+" + job.id + b"\r\n", NOREPL_TIMEOUT)
@@ -102,8 +127,9 @@ def render_job_info(node, job) -> bytes:
         requeue = R.integer(max(job.qtime - now, 0))
     awake = R.integer(max(job.awake - now, 0)) if job.awake else R.NULL_BULK
     confirmed = job.confirmed or ()
+    dedup = job.dedup
     return b"".join((
-        b"*30\r\n$2\r\nid\r\n$40\r\n", job.id,
+        b"*32\r\n" if dedup is not None else b"*30\r\n", b"$2\r\nid\r\n$40\r\n", job.id,
         b"\r\n$5\r\nqueue\r\n", R.bulk_or_null(job.queue),
         b"$5\r\nstate\r\n", R.bulk(J.STATE_NAMES[job.state]),
         b"$4\r\nrepl\r\n", R.integer(job.repl),
@@ -118,6 +144,7 @@ def render_job_info(node, job) -> bytes:
         b"$19\r\nnext-requeue-within\r\n", requeue,
         b"$17\r\nnext-awake-within\r\n", awake,
         b"$4\r\nbody\r\n", R.bulk_or_null(job.body),
+        b"$5\r\ndedup\r\n" + R.bulk(dedup) if dedup is not None else b"",
     ))
 
 

@@ -76,7 +76,7 @@ class ClusterMixin:
 
     def job_record(self, job) -> M.JobRecord:
         return M.JobRecord(job.id, job.queue, job.body, job.repl, job.ctime, job.etime, job.delay,
-                           job.retry, job.nacks, job.deliv, tuple(job.delivered))
+                           job.retry, job.nacks, job.deliv, tuple(job.delivered), job.dedup or b"")
 
     def _replication_targets(self, exclude, count):
         """Up to ``count`` reachable, non-leaving peers not in ``exclude``,
@@ -116,6 +116,13 @@ class ClusterMixin:
         to ``handle`` with ``ok_payload``) or ``timeout_ms`` passes
         (``fail_payload``; 0 = no timeout but the job's TTL)."""
         pending = self._replicating[job.id]
+        if pending.handle is not None:
+            # A repeated ADDJOB (same DEDUP key) while the first one waits:
+            # it gets the first one's outcome, whatever its own timeout.
+            if pending.also is None:
+                pending.also = []
+            pending.also.append(handle)
+            return
         pending.handle = handle
         pending.ok = ok_payload
         pending.fail = fail_payload
@@ -158,8 +165,7 @@ class ClusterMixin:
             job.confirmed = None
         if not pending.async_:
             self._activate(job)
-            if pending.handle is not None:
-                self.outbox.append(Reply(pending.handle, pending.ok))
+            pending.reply(self.outbox, pending.ok)
         if job.flags & J.F_EXTREPL:
             # Not ours to keep: one of the copies queues it, we forget it.
             if job.delay == 0:
@@ -199,11 +205,10 @@ class ClusterMixin:
         job = pending.job
         if pending.async_:
             return
-        if pending.handle is not None:
-            self.outbox.append(Reply(pending.handle, pending.fail))
+        pending.reply(self.outbox, pending.fail)
         for node_id in job.delivered:
             if node_id != self.my_id:
-                self.cluster.send(node_id, M.DelJob(job.id))
+                self.cluster.send(node_id, M.DelJob(job.id, True))
         if self.jobs.get(job.id) is job:
             self.unregister(job)
 
@@ -229,6 +234,8 @@ class ClusterMixin:
         job.delivered = rec.delivered if self.my_id in rec.delivered else (*rec.delivered, self.my_id)
         # A copy's first queueing is a re-queue: broadcast QUEUED, count it.
         job.flags = J.F_BCAST_QUEUED | (J.F_BCAST_WILLQUEUE if rec.retry else 0)
+        if rec.dedup:
+            job.dedup = rec.dedup
         self.register(job)
         if self.persist:
             self.outbox.append(Persist((b"LOADJOB", job)))
@@ -365,7 +372,7 @@ class ClusterMixin:
     def _on_deljob(self, sender, msg) -> None:
         job = self.jobs.get(msg.job_id)
         if job is not None:
-            self.unregister(job)
+            self.unregister(job, void=msg.void)
 
     # ------------------------------------------------------------------
     # PAUSE ... bcast, federation
@@ -448,6 +455,9 @@ class ClusterMixin:
                 job.deliv = rec.deliv
                 job.delivered = rec.delivered if self.my_id in rec.delivered else (*rec.delivered, self.my_id)
                 self.jobs.add(job.id, job)
+                if rec.dedup:
+                    job.dedup = rec.dedup
+                    self.dedup.add(job)
                 if self.persist:
                     self.outbox.append(Persist((b"LOADJOB", job)))
             else:
@@ -479,15 +489,24 @@ class Replication:
     """An ADDJOB waiting for its copies (the original's blocked client
     plus the 50 ms replication timer)."""
 
-    __slots__ = ("job", "needed", "confirmed", "handle", "ok", "fail", "deadline", "last_step", "async_", "done")
+    __slots__ = ("job", "needed", "confirmed", "handle", "also", "ok", "fail", "deadline", "last_step",
+                 "async_", "done")
 
     def __init__(self, job, needed, now):
         self.job = job
         self.needed = needed
         self.confirmed = set()  # nodes that answered GOTJOB
         self.handle = None
+        self.also = None  # more clients waiting: ADDJOBs repeating this one's DEDUP key
         self.ok = self.fail = None
         self.deadline = 0
         self.last_step = now
         self.async_ = False
         self.done = False
+
+    def reply(self, outbox, payload) -> None:
+        """The outcome to every client waiting for it."""
+        if self.handle is not None:
+            outbox.append(Reply(self.handle, payload))
+        for handle in self.also or ():
+            outbox.append(Reply(handle, payload))

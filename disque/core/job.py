@@ -49,6 +49,7 @@ class Job:
         "delivered",
         "confirmed",
         "gc_retry",
+        "dedup",
     )
 
     def __init__(self, job_id, queue, body, state, repl, ctime, etime, delay, retry, qtime):
@@ -69,6 +70,7 @@ class Job:
         self.delivered = ()
         self.confirmed = None
         self.gc_retry = 0
+        self.dedup = None  # the client's DEDUP key (bytes), see disque.core.dedup
 
     def created_ms(self) -> int:
         return self.ctime // 1_000_000
@@ -97,7 +99,10 @@ DEFAULT_TTL_RETRY = default_retry(DEFAULT_TTL)  # the common case, precomputed
 #   version:u8  state:u8  repl:u16  ctime:i64  etime:i64  delay:i64  retry:i64
 #   qtime:i64  nacks:i64  deliv:i64  id:40  queue:u32+bytes  body:u32+bytes
 #   delivered: u16 count + 40 bytes each
+#   version 2 only (a job with a DEDUP key): key: u16+bytes
 #
+# Jobs without a key are written as version 1, byte for byte as before the
+# key existed, so files of either kind load in both directions but for keys.
 # Absolute times in ms of the writing node's clock.  ``state`` matters only
 # for a controlled restart (queued jobs are queued again); otherwise loaded
 # jobs come back active and wait for their requeue time.
@@ -105,6 +110,7 @@ DEFAULT_TTL_RETRY = default_retry(DEFAULT_TTL)  # the common case, precomputed
 import struct as _struct
 
 _STORE_VERSION = 1
+_STORE_VERSION_DEDUP = 2
 _STORE_HEAD = _struct.Struct(">BBHqqqqqqq40s")
 
 
@@ -115,10 +121,15 @@ class BadRecord(ValueError):
 def serialize(job) -> bytes:
     queue = job.queue or b""
     body = job.body or b""
-    head = _STORE_HEAD.pack(_STORE_VERSION, job.state, job.repl, job.ctime, job.etime, job.delay, job.retry,
+    key = job.dedup
+    version = _STORE_VERSION if key is None else _STORE_VERSION_DEDUP
+    head = _STORE_HEAD.pack(version, job.state, job.repl, job.ctime, job.etime, job.delay, job.retry,
                             job.qtime, job.nacks, job.deliv, job.id)
-    return b"".join((head, _struct.pack(">I", len(queue)), queue, _struct.pack(">I", len(body)), body,
-                     _struct.pack(">H", len(job.delivered)), *job.delivered))
+    parts = [head, _struct.pack(">I", len(queue)), queue, _struct.pack(">I", len(body)), body,
+             _struct.pack(">H", len(job.delivered)), *job.delivered]
+    if key is not None:
+        parts += (_struct.pack(">H", len(key)), key)
+    return b"".join(parts)
 
 
 def deserialize(data: bytes):
@@ -126,7 +137,7 @@ def deserialize(data: bytes):
     try:
         (version, state, repl, ctime, etime, delay, retry, qtime, nacks, deliv,
          job_id) = _STORE_HEAD.unpack_from(data, 0)
-        if version != _STORE_VERSION or state > ACKED:
+        if version not in (_STORE_VERSION, _STORE_VERSION_DEDUP) or state > ACKED:
             raise BadRecord("unknown record version or state")
         pos = _STORE_HEAD.size
         (n,) = _struct.unpack_from(">I", data, pos)
@@ -139,6 +150,13 @@ def deserialize(data: bytes):
         pos += 2
         delivered = tuple(data[pos + 40 * i:pos + 40 * (i + 1)] for i in range(count))
         pos += 40 * count
+        key = None
+        if version == _STORE_VERSION_DEDUP:
+            (n,) = _struct.unpack_from(">H", data, pos)
+            key = data[pos + 2:pos + 2 + n]
+            pos += 2 + n
+            if not key or len(key) != n:
+                raise BadRecord("bad dedup key")
     except _struct.error as e:
         raise BadRecord(str(e)) from None
     if pos != len(data) or len(queue) < 0 or any(len(d) != 40 for d in delivered):
@@ -147,4 +165,5 @@ def deserialize(data: bytes):
     job.nacks = nacks
     job.deliv = deliv
     job.delivered = delivered
+    job.dedup = key
     return job

@@ -52,6 +52,7 @@ class JobRecord(NamedTuple):
     nacks: int
     deliv: int
     delivered: tuple  # node IDs that may have a copy
+    dedup: bytes = b""  # the DEDUP key, b"" for none (bus version 2)
 
 
 # -- membership and failure detection ----------------------------------------
@@ -119,6 +120,9 @@ class GotAck(NamedTuple):
 
 class DelJob(NamedTuple):
     job_id: bytes
+    # The job never was accepted (its ADDJOB failed to replicate): its DEDUP
+    # key must not be remembered, or a retry of that ADDJOB would add nothing.
+    void: bool = False  # bus version 2
 
 
 # -- federation and queue state ----------------------------------------------

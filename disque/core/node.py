@@ -21,6 +21,7 @@ from heapq import heappop, heappush
 from . import job as J
 from .cluster import ClusterView
 from .clustered import ClusterMixin
+from .dedup import TOMBSTONE_OVERHEAD, DedupIndex
 from .effects import Persist, Reply
 from .jobid import JobIdGenerator, is_at_most_once, ttl_minutes
 from .queue import PAUSED_IN, PAUSED_OUT, QUEUE_MAX_IDLE, Queue
@@ -96,6 +97,7 @@ class NodeState(ClusterMixin):
         self._block_seq = 0
         self._idle_queues = {}  # name -> Queue, candidates for reclaiming
         self.memory_level = 0  # 0 ok, 1 >75%, 2 >95%, 3 full (set by the host)
+        self.dedup = DedupIndex()  # ADDJOB ... DEDUP keys; the host sets .window
 
     # ------------------------------------------------------------------
     # Time
@@ -121,12 +123,19 @@ class NodeState(ClusterMixin):
     def register(self, job) -> bool:
         if not self.jobs.add(job.id, job):
             return False
+        if job.dedup is not None:
+            self.dedup.add(job)
         self.update_awake(job)
         return True
 
-    def unregister(self, job) -> bool:
+    def unregister(self, job, void: bool = False) -> bool:
+        """Forget a job.  Its DEDUP key is remembered for the window unless
+        the job never was accepted (still waiting for its copies, or
+        ``void``: its creator says the ADDJOB failed)."""
         if self.jobs.pop(job.id) is None:
             return False
+        if job.dedup is not None:
+            self.dedup.remove(job, self.now, not void and job.state != J.WAIT_REPL)
         if self.persist and J.ACTIVE <= job.state < J.ACKED:
             self.outbox.append(Persist((b"DELJOB", job.id)))
         self.schedule.remove(job)
@@ -242,12 +251,20 @@ class NodeState(ClusterMixin):
         self._prev_ctime = ctime
         return ctime
 
+    def find_dedup(self, queue: bytes, key: bytes):
+        """ADDJOB ... DEDUP: the job already added with ``key`` in
+        ``queue`` (a Job), the ID of one gone within the window (bytes), or
+        None: see :mod:`disque.core.dedup`."""
+        return self.dedup.find(queue, key, self.now)
+
     def add_job(self, queue: bytes, body: bytes, repl: int, delay: int, retry: int,
-                ttl: int, maxlen: int, async_: bool):
+                ttl: int, maxlen: int, async_: bool, dedup=None):
         """Create a job from ADDJOB; return it, or raise CommandError.
 
         ``retry`` is -1 when not given.  Replication to other nodes is the
         cluster's business: here ``repl`` only has to be satisfiable.
+        ``dedup`` is the job's DEDUP key; the caller asked
+        :meth:`find_dedup` first (a key already indexed stays with its job).
         """
         if repl > 1 and retry == 0:
             raise CommandError(b"ERR", b"With RETRY set to 0 please explicitly set  REPLICATE to 1 (at-most-once delivery)")
@@ -281,6 +298,9 @@ class NodeState(ClusterMixin):
                     retry, now + (delay or retry) * 1000)
         if not self.jobs.add(job.id, job):  # 144 random bits: only a bug gets here
             raise CommandError(b"ERR", b"Internal error creating the job, check server logs")
+        if dedup is not None:
+            job.dedup = dedup
+            self.dedup.add(job)
         if additional > 0:
             self.replicate_new_job(job, additional, extrepl, async_, q)
             return job
@@ -349,6 +369,8 @@ class NodeState(ClusterMixin):
         for job in self.schedule.pop_due(self.now):
             if self.jobs.get(job.id) is job:
                 self.process_job(job)
+        if self.dedup.gone:
+            self.dedup.expire(self.now)
         if self._repl_timers:
             self._replication_timers()
         self._expire_blocked()
@@ -618,14 +640,18 @@ class NodeState(ClusterMixin):
         """A LOADJOB record: the latest record of a job wins."""
         old = self.jobs.get(job.id)
         if old is not None:
-            self.unregister(old)
+            self.unregister(old, void=True)
         job.awake = 0
         self.jobs.add(job.id, job)
+        if job.dedup is not None:
+            self.dedup.add(job)
 
     def load_delete(self, job_id: bytes) -> None:
+        """A DELJOB record.  Keys of deleted jobs are not remembered across
+        a restart (the file does not say why the job went)."""
         job = self.jobs.get(job_id)
         if job is not None:
-            self.unregister(job)
+            self.unregister(job, void=True)
 
     def finish_load(self, enqueue_queued: bool) -> int:
         """After the AOF: jobs come back active, waiting for their requeue
@@ -659,7 +685,8 @@ class NodeState(ClusterMixin):
         """The node's estimate of the memory its data uses (INFO
         used_memory): realistic per job, cheap to compute, and it goes down
         when jobs go (RSS does not: freed memory stays with the process)."""
-        return len(self.jobs) * JOB_OVERHEAD + self.jobs.body_bytes + len(self.queues) * QUEUE_OVERHEAD
+        return len(self.jobs) * JOB_OVERHEAD + self.jobs.body_bytes + len(self.queues) * QUEUE_OVERHEAD + \
+            len(self.dedup.gone) * TOMBSTONE_OVERHEAD
 
     def set_memory_limit(self, maxmemory: int) -> int:
         """Update ``memory_level`` against ``maxmemory`` (0: no limit); above
@@ -683,11 +710,13 @@ class NodeState(ClusterMixin):
         return self.memory_level
 
     def evict(self, goal: int) -> int:
-        """Free about ``goal`` bytes without breaking a guarantee: acked jobs
-        (their GC only saves a later duplicate), RETRY 0 jobs already
-        delivered (they will never be delivered again), idle empty queues.
+        """Free about ``goal`` bytes without breaking a guarantee: DEDUP
+        keys of jobs already gone, oldest first, and acked jobs (both only
+        save a later duplicate), RETRY 0 jobs already delivered (they will
+        never be delivered again), idle empty queues.
         Returns what was freed."""
         before = self.memory_used()
+        self.dedup.forget_oldest(-(-goal // TOMBSTONE_OVERHEAD))
         for job in list(self.jobs.values()):
             if before - self.memory_used() >= goal:
                 break
@@ -704,6 +733,7 @@ class NodeState(ClusterMixin):
         waiting on fresh, empty queues)."""
         self.jobs.clear()
         self.schedule.clear()
+        self.dedup.clear()
         waiting = [b for b in self._blocked.values()]
         self.queues.clear()
         self._idle_queues.clear()
