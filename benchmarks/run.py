@@ -43,11 +43,15 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from support import Client, NodeProcess, free_port, start_cluster  # noqa: E402
 
 
-def redis_benchmark(port, clients, requests, *command, pipeline=1):
+def redis_benchmark(port, clients, requests, *command, pipeline=1, keyspace=0):
+    """``keyspace``: replace ``__rand_int__`` in the command with random
+    numbers below it (redis-benchmark -r)."""
     exe = shutil.which("redis-benchmark")
     if not exe:
         sys.exit("redis-benchmark not found: apt-get install redis-tools")
     args = [exe, "-p", str(port), "-c", str(clients), "-n", str(requests), "-P", str(pipeline), "--csv"]
+    if keyspace:
+        args += ["-r", str(keyspace)]
     if command and command[0].startswith("-t"):
         args += list(command)
     else:
@@ -70,11 +74,11 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def measured(node, n, *command, pipeline=1):
+def measured(node, n, *command, pipeline=1, keyspace=0):
     """redis_benchmark against ``node`` plus the node's CPU microseconds per
     request: less sensitive than the rate to a busy neighbour on the host."""
     before = cpu_seconds(node.proc.pid)
-    rps, p50 = redis_benchmark(node.port, 50, n, *command, pipeline=pipeline)
+    rps, p50 = redis_benchmark(node.port, 50, n, *command, pipeline=pipeline, keyspace=keyspace)
     return rps, p50, (cpu_seconds(node.proc.pid) - before) / n * 1e6
 
 
@@ -290,6 +294,11 @@ def main():
         results.append(("disque ADDJOB, 50 clients (median of %d)" % args.rounds, *add))
         addp = measured(node, n * 4, "ADDJOB", "qp", "x" * 100, "0", pipeline=16)
         results.append(("disque ADDJOB, 50 clients, -P 16", *addp))
+        results.append(("disque ADDJOB DEDUP, a new 32-byte key each, 50 clients",
+                        *measured(node, n, "ADDJOB", "qk", "x" * 100, "0", "DEDUP",
+                                  "key:%s:__rand_int__" % ("k" * 16), keyspace=10 ** 12)))
+        results.append(("disque ADDJOB DEDUP, the same key (answered from the index), 50 clients",
+                        *measured(node, n, "ADDJOB", "qk1", "x" * 100, "0", "DEDUP", "one-key")))
         fill(node.port, "gq", n)
         get = measured(node, n, "GETJOB", "NOHANG", "FROM", "gq")
         results.append(("disque GETJOB NOHANG, 50 clients", *get))
