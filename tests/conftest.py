@@ -16,3 +16,27 @@ def client(node):
     c = node.client()
     yield c
     c.close()
+
+
+# --- Spark connector (tests/test_spark_*.py) --------------------------------
+
+@pytest.fixture(scope="session")
+def spark():
+    """ONE local[2,4] SparkSession for every Spark test, ``disque`` registered."""
+    from spark_support import make_session
+
+    session = make_session()
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    """Three real nodes in a full mesh, shared by one test module (tests use
+    their own queue names)."""
+    from support import start_cluster
+
+    nodes = start_cluster(tmp_path_factory.mktemp("spark-cluster"), 3)
+    yield nodes
+    for n in nodes:
+        n.stop()

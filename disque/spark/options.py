@@ -1,0 +1,200 @@
+"""Options of the ``disque`` Spark data source: parsing and validation.
+
+Spark hands a data source its options with lowercased names, so every name
+here is matched case-insensitively.  :func:`parse_options` is the only
+entry point; it raises :class:`OptionError` (one line naming the problem)
+for an unknown option, an option that does not apply to the operation, a
+missing queue or a malformed value.  Nothing here touches the network.
+
+Invariants of a parsed :class:`Options`:
+
+* ``nodes`` is a non-empty tuple of ``(host, port)`` seeds, in the order given;
+* ``queues`` is a non-empty tuple of distinct queue names (str), unless
+  ``queueColumn`` names a per-row queue for a write;
+* every number is within the range the server accepts.
+"""
+
+from typing import Dict, Optional, Tuple
+
+DEFAULT_NODES = "127.0.0.1:7711"
+DEFAULT_ADDJOB_TIMEOUT_MS = 5000
+DEFAULT_MAX_JOBS_PER_TRIGGER = 5000
+DEFAULT_WORKING_INTERVAL_S = 5.0
+
+COMMON = ("nodes", "queue", "password")
+WRITE = ("replicate", "retry", "ttl", "delay", "async", "timeout",
+         "bodycolumn", "queuecolumn", "dedupcolumn")
+STREAM_READ = ("maxjobspertrigger", "workinginterval")
+
+# Spelling used in messages (users write camelCase; Spark lowercases it).
+_DISPLAY = {"bodycolumn": "bodyColumn", "queuecolumn": "queueColumn", "dedupcolumn": "dedupColumn",
+            "maxjobspertrigger": "maxJobsPerTrigger", "workinginterval": "workingInterval"}
+
+# Options Spark itself adds to a streaming sink's or source's map.
+_SPARK_OWNED = ("checkpointlocation",)
+
+READ, STREAM_READ_MODE, WRITE_MODE = "read", "streaming read", "write"
+
+
+class OptionError(ValueError):
+    """A bad ``disque`` data source option; ``str()`` is the whole message."""
+
+
+class Options:
+    """Validated options (see the module docstring for the invariants)."""
+
+    __slots__ = ("nodes", "queues", "password", "replicate", "retry", "ttl", "delay",
+                 "async_", "timeout_ms", "body_column", "queue_column", "dedup_column",
+                 "max_jobs_per_trigger", "working_interval")
+
+    def __init__(self, **kw):
+        for name in self.__slots__:
+            setattr(self, name, kw.get(name))
+
+    def __getstate__(self):
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __setstate__(self, state):
+        for name in self.__slots__:
+            setattr(self, name, state.get(name))
+
+    def __repr__(self):
+        shown = {n: getattr(self, n) for n in self.__slots__ if n != "password"}
+        shown["password"] = "***" if self.password else None
+        return "Options(%r)" % shown
+
+    def addjob_args(self):
+        """The ADDJOB options after ``queue body timeout`` (bytes), the same for every row."""
+        out = []
+        if self.replicate is not None:
+            out += [b"REPLICATE", b"%d" % self.replicate]
+        if self.delay is not None:
+            out += [b"DELAY", b"%d" % self.delay]
+        if self.retry is not None:
+            out += [b"RETRY", b"%d" % self.retry]
+        if self.ttl is not None:
+            out += [b"TTL", b"%d" % self.ttl]
+        if self.async_:
+            out.append(b"ASYNC")
+        return out
+
+
+def _name(key):
+    return _DISPLAY.get(key, key)
+
+
+def parse_nodes(text: str) -> Tuple[Tuple[str, int], ...]:
+    """``"h1:p1, h2:p2"`` -> ((h1, p1), (h2, p2)); IPv6 as ``[::1]:7711``."""
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host:
+            raise OptionError("disque: option 'nodes': %r is not host:port" % item)
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        try:
+            p = int(port)
+        except ValueError:
+            p = -1
+        if not 0 < p < 65536:
+            raise OptionError("disque: option 'nodes': bad port in %r" % item)
+        if (host, p) not in out:
+            out.append((host, p))
+    if not out:
+        raise OptionError("disque: option 'nodes' is empty (expected host:port[,host:port...])")
+    return tuple(out)
+
+
+def _int(opts, key, low, high, default=None):
+    if key not in opts:
+        return default
+    raw = opts[key].strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        raise OptionError("disque: option '%s' must be an integer, got %r" % (_name(key), raw)) from None
+    if not low <= value <= high:
+        raise OptionError("disque: option '%s' must be between %d and %d, got %d" % (_name(key), low, high, value))
+    return value
+
+
+def _float(opts, key, low, default):
+    if key not in opts:
+        return default
+    raw = opts[key].strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        raise OptionError("disque: option '%s' must be a number, got %r" % (_name(key), raw)) from None
+    if not value >= low:
+        raise OptionError("disque: option '%s' must be >= %g, got %r" % (_name(key), low, raw))
+    return value
+
+
+def _bool(opts, key):
+    if key not in opts:
+        return False
+    raw = opts[key].strip().lower()
+    if raw in ("true", "1", "yes"):
+        return True
+    if raw in ("false", "0", "no"):
+        return False
+    raise OptionError("disque: option '%s' must be true or false, got %r" % (_name(key), opts[key]))
+
+
+def _column(opts, key, default=None) -> Optional[str]:
+    if key not in opts:
+        return default
+    value = opts[key].strip()
+    if not value:
+        raise OptionError("disque: option '%s' is empty" % _name(key))
+    return value
+
+
+def parse_options(raw: Dict[str, str], mode: str) -> Options:
+    """Validate ``raw`` (Spark's option map) for ``mode`` (:data:`READ`,
+    :data:`STREAM_READ_MODE` or :data:`WRITE_MODE`)."""
+    opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in dict(raw).items()}
+    allowed = set(COMMON)
+    if mode == WRITE_MODE:
+        allowed.update(WRITE)
+    elif mode == STREAM_READ_MODE:
+        allowed.update(STREAM_READ)
+    for key in sorted(opts):
+        if key in allowed or key in _SPARK_OWNED:
+            continue
+        if key in WRITE:
+            raise OptionError("disque: option '%s' applies to writes only, not to a %s" % (_name(key), mode))
+        if key in STREAM_READ:
+            raise OptionError("disque: option '%s' applies to streaming reads only, not to a %s" % (_name(key), mode))
+        known = ", ".join(_name(k) for k in sorted(allowed))
+        raise OptionError("disque: unknown option '%s' for a %s (known options: %s)" % (key, mode, known))
+
+    nodes = parse_nodes(opts.get("nodes", DEFAULT_NODES))
+    queues = tuple(dict.fromkeys(q.strip() for q in opts.get("queue", "").split(",") if q.strip()))
+    queue_column = _column(opts, "queuecolumn") if mode == WRITE_MODE else None
+    if not queues and not queue_column:
+        if mode == WRITE_MODE:
+            raise OptionError("disque: no queue given: set option 'queue' (or 'queueColumn' for a per-row queue)")
+        raise OptionError("disque: no queue given: set option 'queue' (one name or several, comma separated)")
+    if mode == WRITE_MODE and len(queues) > 1:
+        raise OptionError("disque: a write takes one queue, got %d (%s); use 'queueColumn' to spread rows"
+                          % (len(queues), ",".join(queues)))
+    password = opts.get("password") or None
+    return Options(
+        nodes=nodes, queues=queues, password=password,
+        replicate=_int(opts, "replicate", 1, 65535),
+        retry=_int(opts, "retry", 0, 2 ** 31 - 1),
+        ttl=_int(opts, "ttl", 1, 2 ** 31 - 1),
+        delay=_int(opts, "delay", 0, 2 ** 31 - 1),
+        async_=_bool(opts, "async"),
+        timeout_ms=_int(opts, "timeout", 0, 2 ** 31 - 1, DEFAULT_ADDJOB_TIMEOUT_MS),
+        body_column=_column(opts, "bodycolumn", "body"),
+        queue_column=queue_column,
+        dedup_column=_column(opts, "dedupcolumn"),
+        max_jobs_per_trigger=_int(opts, "maxjobspertrigger", 1, 10 ** 7, DEFAULT_MAX_JOBS_PER_TRIGGER),
+        working_interval=_float(opts, "workinginterval", 0.1, DEFAULT_WORKING_INTERVAL_S),
+    )

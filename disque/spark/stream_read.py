@@ -1,0 +1,386 @@
+"""Streaming read, at least once.
+
+Where things run: Spark keeps ONE long-lived Python process per query for
+the offset methods (``initialOffset``, ``latestOffset``, ``partitions``,
+``commit``); ``read`` runs in executor workers and gets everything it needs
+from its :class:`StreamPartition`.
+
+The life of a job:
+
+1. ``latestOffset(start)`` takes up to ``maxJobsPerTrigger`` jobs with
+   ``GETJOB NOHANG WITHCOUNTERS`` from the nodes (rotating the first node
+   asked), sends ``WORKING`` for each at once (its reply is the job's RETRY)
+   and returns the offset ``{"seq": start.seq + 1, "jobs": {node: [ids]}}``.
+   Spark logs it to the checkpoint before the batch runs.
+2. ``partitions(start, end)`` cuts ``end``'s IDs into partitions (same
+   offset, same partitions); each carries the rows kept from GETJOB, or
+   only the IDs when this process did not fetch them (a restarted query
+   replaying its last logged batch): ``read`` then SHOWs them by ID.
+3. Until the batch is committed a daemon thread sends WORKING for its jobs
+   every ``min(workingInterval, smallest RETRY / 2)`` seconds, so the
+   nodes do not requeue them while the batch runs.
+4. ``commit(end)`` (Spark calls it once the batch's sink has returned,
+   when it plans the next batch) ACKs ``end``'s jobs.
+
+Invariants:
+
+* a job is ACKed only after a batch holding it has gone through the sink:
+  a crash anywhere before leaves it unacknowledged, and it comes back
+  (its RETRY requeues it, or the restarted query replays the logged batch);
+* ``latestOffset`` returns a new offset when it got jobs OR when ``start``
+  holds jobs this process has not committed.  That empty batch is what
+  makes Spark commit (ACK) the last real batch when the queues go quiet;
+  an empty batch never calls for another one, so an idle query is idle.
+"""
+
+import sys
+import threading
+import time
+from typing import Dict, List, Optional
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
+from .connection import (Connection, ConnectError, DisqueSparkError, ServerError, check_auth,
+                         discover, split_address)
+from .offsets import (initial_offset, job_count, make_offset, offset_jobs, offset_seq,
+                      pack_ids, plan_partitions, unpack_ids)
+from .schema import stream_batches, stream_row, stream_row_from_show
+
+try:  # PySpark >= 4.1
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+except ImportError:  # pragma: no cover - older PySpark: no Trigger.AvailableNow support
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        pass
+
+try:  # PySpark >= 4.2: read limits (admission control)
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+except ImportError:  # pragma: no cover
+    ReadAllAvailable = ReadMaxRows = None
+
+GETJOB_COUNT = 1000          # jobs asked for per GETJOB
+ALL_AVAILABLE_CAP = 1000000  # jobs per batch when Spark asks for everything
+ACK_CHUNK = 500              # IDs per ACKJOB
+MIN_WORKING_PERIOD_S = 0.2
+NODES_REFRESH_S = 30.0
+
+
+def _warn(msg):
+    print("disque.spark: " + msg, file=sys.stderr)
+
+
+class StreamPartition(InputPartition):
+    """Part of one batch: the node its jobs were fetched from, their IDs (a
+    blob of 40-byte IDs), the rows when known (else None: read SHOWs the
+    IDs), every node's address (fallback for SHOW) and the password."""
+
+    def __init__(self, addr, ids, rows, nodes, password):
+        super().__init__(addr)
+        self.addr = addr
+        self.ids = ids
+        self.rows = rows
+        self.nodes = nodes
+        self.password = password
+
+
+def read_partition(partition: StreamPartition):
+    """RecordBatches of the partition's jobs, in its ID order.  Without
+    rows: SHOW on the partition's node, then on the other nodes for IDs it
+    does not hold; jobs gone or already acknowledged are skipped."""
+    if partition.rows is not None:
+        yield from stream_batches(partition.rows)
+        return
+    ids = unpack_ids(partition.ids)
+    found = {}
+    order = [partition.addr] + [a for a in partition.nodes if a != partition.addr]
+    missing = ids
+    for addr in order:
+        if not missing:
+            break
+        host, port = split_address(addr)
+        try:
+            with Connection(host, port, partition.password) as conn:
+                replies = conn.pipeline([("SHOW", i) for i in missing], 512)
+        except ConnectError:
+            continue
+        for job_id, reply in zip(missing, replies):
+            if isinstance(reply, ServerError):
+                raise reply
+            if reply is not None:
+                found[job_id] = reply
+        missing = [i for i in missing if i not in found]
+    rows = []
+    for job_id in ids:
+        reply = found.get(job_id)
+        if reply is None:
+            continue
+        fields = dict(zip(reply[::2], reply[1::2]))
+        if fields.get(b"state") == b"acked":
+            continue
+        rows.append(stream_row_from_show(reply))
+    yield from stream_batches(rows)
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options):
+        self.options = options
+        self._init_state()
+
+    def _init_state(self):
+        self._lock = threading.Lock()
+        self._nodes = None          # sorted addresses
+        self._nodes_at = 0.0
+        self._conns = {}            # addr -> Connection (offset-method thread only)
+        self._cache = {}            # id -> stream row, for batches not yet committed
+        self._pending = {}          # seq -> {addr: [ids]}: batches awaiting commit
+        self._committed = set()     # seqs committed by this process
+        self._retry_min = None      # smallest RETRY (s) among pending jobs
+        self._rr = 0
+        self._budget = None         # Trigger.AvailableNow: jobs left to take
+        self._last = None           # (start seq, end offset) of the last new offset
+        self._thread = None
+        self._stop = threading.Event()
+
+    # The reader is pickled to executors for read(): keep only the options.
+    def __getstate__(self):
+        return {"options": self.options}
+
+    def __setstate__(self, state):
+        self.options = state["options"]
+        self._init_state()
+
+    # -- connections -----------------------------------------------------
+
+    def _node_list(self) -> List[str]:
+        now = time.monotonic()
+        if self._nodes is None or now - self._nodes_at > NODES_REFRESH_S:
+            try:
+                self._nodes = [addr for addr, _ in discover(self.options.nodes, self.options.password)]
+            except ConnectError:
+                if self._nodes is None:
+                    raise
+            self._nodes_at = now
+        return self._nodes
+
+    def _conn(self, addr, pool) -> Connection:
+        conn = pool.get(addr)
+        if conn is None:
+            host, port = split_address(addr)
+            conn = pool[addr] = Connection(host, port, self.options.password)
+        return conn
+
+    def _drop(self, addr, pool):
+        conn = pool.pop(addr, None)
+        if conn is not None:
+            conn.close()
+
+    # -- offsets ---------------------------------------------------------
+
+    def initialOffset(self):
+        self._node_list()  # fail the query start early on bad nodes / password
+        return initial_offset()
+
+    def getDefaultReadLimit(self):
+        if ReadMaxRows is None:  # pragma: no cover
+            return super().getDefaultReadLimit()
+        return ReadMaxRows(self.options.max_jobs_per_trigger)
+
+    def prepareForTriggerAvailableNow(self):
+        """Take at most the jobs queued now (sum of QLEN), so the query ends."""
+        total = 0
+        for addr in self._node_list():
+            try:
+                conn = self._conn(addr, self._conns)
+                total += sum(conn.pipeline([("QLEN", q) for q in self.options.queues]))
+            except ConnectError:
+                self._drop(addr, self._conns)
+        self._budget = total
+
+    def _limit(self, limit) -> int:
+        if limit is None or ReadMaxRows is None:
+            return self.options.max_jobs_per_trigger
+        if isinstance(limit, ReadMaxRows):
+            return int(limit.max_rows)
+        if isinstance(limit, ReadAllAvailable):
+            return ALL_AVAILABLE_CAP
+        return self.options.max_jobs_per_trigger
+
+    def latestOffset(self, start=None, limit=None):
+        if start is None:  # PySpark < 4.2 calls latestOffset() without arguments
+            start = self._last[1] if self._last else initial_offset()
+        seq = offset_seq(start)
+        if self._last is not None and self._last[0] == seq:
+            return self._last[1]  # asked again for the same start: same batch
+        want = self._limit(limit)
+        if self._budget is not None:
+            want = min(want, self._budget)
+        jobs = self._fetch(want) if want > 0 else {}
+        n = sum(len(v) for v in jobs.values())
+        if self._budget is not None:
+            self._budget -= n
+        awaiting = job_count(start) > 0 and seq not in self._committed
+        if not n and not awaiting:
+            return start
+        end = make_offset(seq + 1, jobs)
+        if n:
+            with self._lock:
+                self._pending[seq + 1] = end["jobs"]
+        self._last = (seq, end)
+        return end
+
+    def _fetch(self, want: int) -> Dict[str, List[str]]:
+        """Up to ``want`` jobs from the nodes ({addr: [ids]}), WORKING sent."""
+        nodes = self._node_list()
+        queues = list(self.options.queues)
+        out = {}
+        reachable = 0
+        first = self._rr % len(nodes)
+        self._rr += 1
+        for addr in nodes[first:] + nodes[:first]:
+            if want <= 0:
+                break
+            got = []
+            retries = []
+            try:
+                conn = self._conn(addr, self._conns)
+                while want > 0:
+                    k = min(want, GETJOB_COUNT)
+                    reply = conn.call("GETJOB", "NOHANG", "COUNT", k, "WITHCOUNTERS", "FROM", *queues)
+                    if not reply:
+                        break
+                    for item in reply:
+                        got.append((item[1].decode(), item[0].decode("utf-8", "replace"), item[2],
+                                    int(item[4]), int(item[6])))
+                    want -= len(reply)
+                    if len(reply) < k:
+                        break
+                reachable += 1
+                if got:
+                    retries = self._working(conn, [g[0] for g in got])
+            except ConnectError as e:
+                # Jobs already taken stay in this batch (their RETRY requeues
+                # them if it is lost); the node is skipped for now.
+                _warn(str(e))
+                self._drop(addr, self._conns)
+            except ServerError as e:
+                check_auth(e, addr)
+                raise DisqueSparkError("disque: GETJOB failed on node %s: %s" % (addr, e)) from None
+            if got:
+                retries = retries or [None] * len(got)
+                for (job_id, queue, body, nacks, deliveries), retry in zip(got, retries):
+                    self._cache[job_id] = stream_row(job_id, queue, body, retry, nacks, deliveries)
+                out[addr] = [g[0] for g in got]
+        if not reachable:
+            raise ConnectError("disque: no node reachable among %s" % ",".join(nodes))
+        if out:
+            self._ensure_heartbeat()
+        return out
+
+    def _working(self, conn, ids):
+        """WORKING for ``ids`` on ``conn``; remember the smallest RETRY.
+        Returns each job's RETRY (None where WORKING failed)."""
+        replies = conn.pipeline([("WORKING", i) for i in ids], 512)
+        out = [r if isinstance(r, int) else None for r in replies]
+        retries = [r for r in out if r]
+        if retries:
+            with self._lock:
+                low = min(retries)
+                if self._retry_min is None or low < self._retry_min:
+                    self._retry_min = low
+        return out
+
+    # -- heartbeat -------------------------------------------------------
+
+    def _period(self) -> float:
+        period = self.options.working_interval
+        if self._retry_min:
+            period = min(period, self._retry_min / 2.0)
+        return max(period, MIN_WORKING_PERIOD_S)
+
+    def _ensure_heartbeat(self):
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._heartbeat, name="disque-working", daemon=True)
+            self._thread.start()
+
+    def _heartbeat(self):
+        pool = {}
+        while not self._stop.wait(self._period()):
+            with self._lock:
+                by_node = {}
+                for jobs in self._pending.values():
+                    for addr, ids in jobs.items():
+                        by_node.setdefault(addr, []).extend(ids)
+            for addr, ids in by_node.items():
+                try:
+                    self._working(self._conn(addr, pool), ids)
+                except DisqueSparkError:
+                    self._drop(addr, pool)  # those jobs are just left: RETRY may requeue them
+        for addr in list(pool):
+            self._drop(addr, pool)
+
+    # -- planning and commit ---------------------------------------------
+
+    def partitions(self, start, end):
+        seq = offset_seq(end)
+        jobs = offset_jobs(end)
+        if jobs and seq not in self._committed:
+            with self._lock:
+                if seq not in self._pending:  # a replayed batch: keep its jobs alive too
+                    self._pending[seq] = jobs
+                    replay = True
+                else:
+                    replay = False
+            if replay:
+                self._ensure_heartbeat()
+        nodes = self._node_list()
+        parts = []
+        for addr, ids in plan_partitions(end):
+            rows = [self._cache.get(i) for i in ids]
+            if any(r is None for r in rows):
+                rows = None
+            parts.append(StreamPartition(addr, pack_ids(ids), rows, list(nodes), self.options.password))
+        return parts
+
+    def read(self, partition):
+        return read_partition(partition)
+
+    def commit(self, end):
+        """ACK the jobs of ``end`` and of every earlier batch still pending."""
+        seq = offset_seq(end)
+        with self._lock:
+            batches = [self._pending.pop(s) for s in sorted(self._pending) if s <= seq]
+            self._committed.add(seq)
+        if offset_jobs(end) and not any(b == offset_jobs(end) for b in batches):
+            batches.append(offset_jobs(end))
+        by_node = {}
+        for jobs in batches:
+            for addr, ids in jobs.items():
+                by_node.setdefault(addr, []).extend(ids)
+        for addr, ids in by_node.items():
+            self._ack(addr, ids)
+            for i in ids:
+                self._cache.pop(i, None)
+        with self._lock:
+            if not self._pending:
+                self._retry_min = None
+
+    def _ack(self, addr, ids):
+        """ACKJOB on the node the jobs came from, else on any other node."""
+        nodes = self._node_list()
+        for target in [addr] + [a for a in nodes if a != addr]:
+            try:
+                conn = self._conn(target, self._conns)
+                replies = conn.pipeline([("ACKJOB", *ids[i:i + ACK_CHUNK])
+                                         for i in range(0, len(ids), ACK_CHUNK)], 64)
+            except ConnectError:
+                self._drop(target, self._conns)
+                continue
+            errors = [r for r in replies if isinstance(r, ServerError)]
+            if errors:
+                _warn("ACKJOB on %s: %s" % (target, errors[0]))
+            return
+        _warn("could not ACK %d jobs (no node reachable): they will be delivered again" % len(ids))
+
+    def stop(self):
+        self._stop.set()
+        for addr in list(self._conns):
+            self._drop(addr, self._conns)

@@ -1,0 +1,179 @@
+"""Writes: every row becomes one job, ``ADDJOB queue body timeout [options]
+DEDUP <key>``, pipelined (up to :data:`WINDOW` requests in flight per task),
+every reply checked (an error reply fails the task with the server's
+message).
+
+No duplicates from task retries: each row's DEDUP key (see :mod:`.keys`) is
+the same in every attempt of its task, and every attempt sends the
+partition's rows to the same node (:func:`.keys.node_order`) while it is
+up, so a node that already added a row answers the retry with the existing
+job's ID instead of adding it again.  The write id in the keys is
+
+* batch write: a UUID made on the driver when the writer is created; the
+  same writer object is pickled to every task attempt;
+* streaming write: ``<query id>/<batch id>`` from the task's local
+  properties (``sql.streaming.queryId``, ``streaming.sql.batchId``), which
+  a query restarted from its checkpoint keeps for a replayed batch.
+"""
+
+import uuid
+from typing import Iterator, List, Optional
+
+from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamWriter,
+                                    WriterCommitMessage)
+
+from .connection import Connection, ConnectError, DisqueSparkError, ServerError, check_auth, split_address
+from .keys import derived_key, node_order, stream_write_id, user_key
+from .options import OptionError
+
+try:  # PySpark >= 4.1
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
+    _STREAM_ARROW = True
+except ImportError:  # pragma: no cover
+    _StreamBase = DataSourceStreamWriter
+    _STREAM_ARROW = False
+
+WINDOW = 256
+
+
+class WriteResult(WriterCommitMessage):
+    """What one task wrote: its partition, node and number of rows."""
+
+    def __init__(self, partition: int, node: Optional[str], rows: int):
+        self.partition, self.node, self.rows = partition, node, rows
+
+    def __repr__(self):
+        return "WriteResult(partition=%d, node=%r, rows=%d)" % (self.partition, self.node, self.rows)
+
+
+def check_schema(options, schema):
+    """Raise :class:`OptionError` unless the columns the options name exist
+    with usable types (body: string or binary; queue: string; dedup:
+    string or binary)."""
+    fields = {f.name: f.dataType.simpleString() for f in schema.fields}
+    wanted = [(options.body_column, "bodyColumn", ("string", "binary"))]
+    if options.queue_column:
+        wanted.append((options.queue_column, "queueColumn", ("string",)))
+    if options.dedup_column:
+        wanted.append((options.dedup_column, "dedupColumn", ("string", "binary")))
+    for column, option, types in wanted:
+        if column not in fields:
+            raise OptionError("disque: column '%s' (option '%s') is not in the DataFrame (columns: %s)"
+                              % (column, option, ", ".join(fields) or "none"))
+        if fields[column] not in types:
+            raise OptionError("disque: column '%s' (option '%s') must be %s, not %s"
+                              % (column, option, " or ".join(types), fields[column]))
+
+
+def _bytes(v):
+    return v.encode() if isinstance(v, str) else bytes(v)
+
+
+def _rows_from_arrow(batches, options):
+    """(queue or None, body, user key or None) per row of Arrow batches."""
+    for batch in batches:
+        names = batch.schema.names
+        body = batch.column(names.index(options.body_column)).to_pylist()
+        n = len(body)
+        queue = batch.column(names.index(options.queue_column)).to_pylist() if options.queue_column else [None] * n
+        dedup = batch.column(names.index(options.dedup_column)).to_pylist() if options.dedup_column else [None] * n
+        yield from zip(queue, body, dedup)
+
+
+def _rows_from_rows(rows, options):
+    for row in rows:
+        d = row.asDict()
+        yield (d.get(options.queue_column) if options.queue_column else None,
+               d[options.body_column],
+               d.get(options.dedup_column) if options.dedup_column else None)
+
+
+def _commands(rows, options, write_id: str, partition: int):
+    default_queue = options.queues[0].encode() if options.queues else None
+    timeout = b"%d" % options.timeout_ms
+    extra = options.addjob_args()
+    for index, (queue, body, dedup) in enumerate(rows):
+        if body is None:
+            raise DisqueSparkError("disque: row %d of partition %d has a null body (column '%s')"
+                                   % (index, partition, options.body_column))
+        body = _bytes(body)
+        q = _bytes(queue) if queue is not None else default_queue
+        if not q:
+            raise DisqueSparkError("disque: row %d of partition %d has no queue (column '%s' is null)"
+                                   % (index, partition, options.queue_column))
+        key = user_key(dedup) if dedup is not None else derived_key(write_id, partition, index, q, body)
+        yield [b"ADDJOB", q, body, timeout] + extra + [b"DEDUP", key]
+
+
+def _connect(nodes: List[str], password, write_id: str, partition: int):
+    """Connection to the first reachable node of the partition's order."""
+    errors = []
+    for addr in node_order(nodes, write_id, partition):
+        host, port = split_address(addr)
+        try:
+            return Connection(host, port, password)
+        except ConnectError as e:
+            errors.append(str(e))
+    raise ConnectError("disque: no node reachable for partition %d: %s" % (partition, "; ".join(errors)))
+
+
+def write_partition(rows, options, nodes: List[str], write_id: str, partition: int) -> WriteResult:
+    """ADDJOB every row of one partition on one node, sending rows as they
+    arrive; raises on the first error reply."""
+    count = 0
+    conn = _connect(nodes, options.password, write_id, partition)
+    with conn:
+        for reply in conn.stream(_commands(rows, options, write_id, partition), WINDOW):
+            if isinstance(reply, ServerError):
+                check_auth(reply, conn.addr)
+                raise DisqueSparkError("disque: ADDJOB failed on node %s: %s" % (conn.addr, reply))
+            count += 1
+    return WriteResult(partition, conn.addr, count)
+
+
+def _task():
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise DisqueSparkError("disque: write() called outside a Spark task")
+    return ctx
+
+
+class BatchWriter(DataSourceArrowWriter):
+    """``df.write.format("disque")``: the write id is made here, on the driver."""
+
+    def __init__(self, options, nodes: List[str]):
+        self.options = options
+        self.nodes = nodes
+        self.write_id = str(uuid.uuid4())
+
+    def write(self, iterator: Iterator) -> WriteResult:
+        partition = _task().partitionId()
+        return write_partition(_rows_from_arrow(iterator, self.options), self.options, self.nodes,
+                               self.write_id, partition)
+
+
+class StreamWriter(_StreamBase):
+    """``df.writeStream.format("disque")``: the write id of a micro-batch is
+    ``<query id>/<batch id>`` from the task's local properties."""
+
+    def __init__(self, options, nodes: List[str]):
+        self.options = options
+        self.nodes = nodes
+
+    def write(self, iterator: Iterator) -> WriteResult:
+        ctx = _task()
+        query_id = ctx.getLocalProperty("sql.streaming.queryId")
+        batch_id = ctx.getLocalProperty("streaming.sql.batchId")
+        if not query_id or batch_id is None:
+            raise DisqueSparkError("disque: the task carries no streaming query/batch id "
+                                   "(sql.streaming.queryId / streaming.sql.batchId)")
+        rows = _rows_from_arrow(iterator, self.options) if _STREAM_ARROW else _rows_from_rows(iterator, self.options)
+        return write_partition(rows, self.options, self.nodes, stream_write_id(query_id, batch_id),
+                               ctx.partitionId())
+
+    def commit(self, messages, batchId):
+        pass
+
+    def abort(self, messages, batchId):
+        pass

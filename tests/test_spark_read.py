@@ -1,0 +1,83 @@
+"""Reading with Spark from a real 3-node cluster: a batch read returns each
+job in the cluster once with its fields, without consuming it; a streaming
+query moves every job through foreachBatch and leaves nothing behind."""
+
+import time
+from datetime import datetime, timedelta, timezone
+
+from spark_support import add_jobs, jscan_all, nodes_option, total_qlen, wait_until
+from support import call, show
+
+
+def test_batch_read_returns_each_job_once_with_its_fields(spark, spark_cluster):
+    nodes = spark_cluster
+    expected = {}
+    for i, node in enumerate(nodes):
+        bodies = [b"n%d-%d" % (i, j) for j in range(40)]
+        ids = add_jobs(node, "br", bodies, "RETRY", 120, "TTL", 3600)
+        expected.update(zip(ids, bodies))
+    # A job that is delivered (active) is still listed; one of another queue is not.
+    call(nodes[1], "GETJOB", "NOHANG", "COUNT", 5, "FROM", "br")
+    other = add_jobs(nodes[0], "br-other", [b"nope"])
+    # Three copies of each job exist (REPLICATE 3 by default on 3 nodes).
+    assert all(len(jscan_all(n, "QUEUE", "br")) == 120 for n in nodes)
+
+    df = (spark.read.format("disque").option("NODES", nodes_option(nodes[:1]))
+          .option("queue", "br").load())
+    assert df.rdd.getNumPartitions() == 3  # one per node, the others found by HELLO
+    rows = df.collect()
+    got = {r.id.encode(): r for r in rows}
+    assert len(rows) == len(got) == 120  # each job once
+    assert set(got) == set(expected) and other[0] not in got
+    creator = {call(n, "HELLO")[1][:8]: n for n in nodes}
+    for job_id, row in got.items():
+        info = show(creator[job_id[2:10]], job_id)  # the copy the row was read from
+        assert bytes(row.body) == expected[job_id] and row.queue == "br"
+        assert row.state == info[b"state"].decode() and row.state in ("queued", "active")
+        assert row.repl == 3 and row.retry == 120 and row.nacks == 0
+        assert row.additional_deliveries == int(info[b"additional-deliveries"])
+        assert 3500 <= row.ttl <= 3600
+        ctime = row.ctime.replace(tzinfo=timezone.utc) if row.ctime.tzinfo is None else row.ctime
+        assert abs(ctime.astimezone(timezone.utc) - datetime.fromtimestamp(
+            int(info[b"ctime"]) // 10 ** 9, timezone.utc)) < timedelta(seconds=2)
+    assert sum(r.state == "active" for r in rows) == 5
+    # Not consumed.
+    assert total_qlen(nodes, "br") == 115
+    # Several queues at once.
+    assert spark.read.format("disque").option("nodes", nodes_option(nodes)) \
+        .option("queue", "br,br-other").load().count() == 121
+
+
+def test_streaming_read_moves_10000_jobs_and_acks_them_all(spark, spark_cluster, tmp_path):
+    nodes = spark_cluster
+    sent = {}
+    for i, node in enumerate(nodes):
+        bodies = [b"s%d-%d" % (i, j) for j in range(3334 if i < 2 else 3332)]
+        sent.update(zip(add_jobs(node, "sr", bodies), bodies))
+    assert len(sent) == 10000
+    seen = []
+    batches = []
+
+    def sink(df, batch_id):
+        rows = df.select("id", "body", "queue", "state", "nacks").collect()
+        batches.append((batch_id, len(rows)))
+        seen.extend((r.id.encode(), bytes(r.body), r.queue, r.state) for r in rows)
+
+    query = (spark.readStream.format("disque").option("nodes", nodes_option(nodes))
+             .option("queue", "sr").option("maxJobsPerTrigger", 3000).load()
+             .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(processingTime="100 milliseconds").start())
+    try:
+        wait_until(lambda: len(seen) >= 10000, 120, "10000 jobs through foreachBatch")
+        # Every job acknowledged and collected on every node: the last batch
+        # is committed (ACKed) by the empty batch the source adds for it.
+        wait_until(lambda: not any(jscan_all(n, "QUEUE", "sr") for n in nodes), 60,
+                   "no job of queue sr left on any node")
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert total_qlen(nodes, "sr") == 0
+    assert {i: b for i, b, _, _ in seen} == sent  # every job delivered...
+    assert len(seen) == 10000                     # ...once
+    assert all(q == "sr" and s == "active" for _, _, q, s in seen)
+    assert max(n for _, n in batches) <= 3000

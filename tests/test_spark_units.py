@@ -1,0 +1,240 @@
+"""Fast tests of the Spark connector without a SparkSession: options,
+keys, node choice, offsets, partition planning, and the stream reader's
+offset methods driven by hand against a real node."""
+
+import json
+import time
+
+import pytest
+
+from disque.spark.batch_read import assign_jobs
+from disque.spark.connection import AuthError, ConnectError, Connection, discover
+from disque.spark.keys import content_hash, derived_key, node_order, stream_write_id, user_key
+from disque.spark.offsets import (initial_offset, job_count, make_offset, pack_ids, plan_partitions,
+                                  unpack_ids)
+from disque.spark.options import (READ, STREAM_READ_MODE, WRITE_MODE, OptionError, parse_nodes,
+                                  parse_options)
+from disque.spark.stream_read import StreamReader, read_partition
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from spark_support import add_jobs, qlen
+from support import NodeProcess, free_port, show
+
+
+# -- options ------------------------------------------------------------------
+
+def test_options_defaults_and_case_insensitive_names():
+    o = parse_options({"QUEUE": "a, b,a", "maxJobsPerTrigger": "10", "WorkingInterval": "2.5"},
+                      STREAM_READ_MODE)
+    assert o.nodes == (("127.0.0.1", 7711),)
+    assert o.queues == ("a", "b")
+    assert o.max_jobs_per_trigger == 10 and o.working_interval == 2.5
+    w = parse_options({"queue": "q", "replicate": "2", "retry": "0", "ttl": "60", "delay": "1",
+                       "async": "TRUE", "bodycolumn": "payload", "timeout": "100"}, WRITE_MODE)
+    assert w.addjob_args() == [b"REPLICATE", b"2", b"DELAY", b"1", b"RETRY", b"0", b"TTL", b"60", b"ASYNC"]
+    assert w.body_column == "payload" and w.timeout_ms == 100
+    assert parse_options({"queue": "q"}, WRITE_MODE).timeout_ms == 5000
+
+
+@pytest.mark.parametrize("raw, mode, message", [
+    ({"queue": "q", "colour": "red"}, READ, "unknown option 'colour'"),
+    ({}, READ, "no queue given"),
+    ({"queue": " , "}, STREAM_READ_MODE, "no queue given"),
+    ({}, WRITE_MODE, "no queue given"),
+    ({"queue": "q", "replicate": "2"}, READ, "'replicate' applies to writes only"),
+    ({"queue": "q", "maxjobspertrigger": "5"}, READ, "'maxJobsPerTrigger' applies to streaming reads only"),
+    ({"queue": "q", "maxjobspertrigger": "0"}, STREAM_READ_MODE, "between 1 and"),
+    ({"queue": "q", "retry": "x"}, WRITE_MODE, "'retry' must be an integer"),
+    ({"queue": "q", "async": "maybe"}, WRITE_MODE, "'async' must be true or false"),
+    ({"queue": "a,b"}, WRITE_MODE, "a write takes one queue"),
+    ({"queue": "q", "nodes": "localhost"}, READ, "is not host:port"),
+    ({"queue": "q", "nodes": "h:99999"}, READ, "bad port"),
+])
+def test_bad_options_name_the_problem(raw, mode, message):
+    with pytest.raises(OptionError) as e:
+        parse_options(raw, mode)
+    assert message in str(e.value) and str(e.value).startswith("disque: ")
+
+
+def test_parse_nodes():
+    assert parse_nodes("a:1, b:2,a:1,[::1]:3") == (("a", 1), ("b", 2), ("::1", 3))
+
+
+def test_checkpoint_location_is_accepted():
+    assert parse_options({"queue": "q", "checkpointLocation": "/x"}, WRITE_MODE).queues == ("q",)
+
+
+# -- keys and node choice -----------------------------------------------------
+
+def test_derived_keys_are_stable_and_content_bound():
+    k = derived_key("w", 3, 7, b"q", b"body")
+    assert k == derived_key("w", 3, 7, b"q", b"body")
+    assert k.startswith(b"w/3/7/") and len(k.split(b"/")[-1]) == 12
+    # Same place, other content: another key (a reordered retry never takes
+    # another row's key).
+    assert k != derived_key("w", 3, 7, b"q", b"other")
+    assert k != derived_key("w", 3, 7, b"q2", b"body")
+    assert content_hash(b"ab", b"c") != content_hash(b"a", b"bc")
+    assert derived_key("w", 3, 8, b"q", b"body") != k
+    assert derived_key("w2", 3, 7, b"q", b"body") != k
+
+
+def test_user_keys():
+    assert user_key("k") == b"k" and user_key(b"\x00") == b"\x00"
+    with pytest.raises(ValueError):
+        user_key("")
+    with pytest.raises(ValueError):
+        user_key("x" * 1025)
+
+
+def test_node_order_is_a_stable_rotation():
+    nodes = ["h:3", "h:1", "h:2"]
+    orders = {tuple(node_order(nodes, "w", p)) for p in range(50)}
+    for order in orders:
+        i = order.index("h:1")
+        assert order[i:] + order[:i] == ("h:1", "h:2", "h:3")
+    assert len({o[0] for o in orders}) == 3  # partitions spread over the nodes
+    assert node_order(nodes, "w", 5) == node_order(list(reversed(nodes)), "w", 5)
+    assert stream_write_id("qid", "4") == "qid/4"
+
+
+# -- offsets and partition planning --------------------------------------------
+
+def _id(node, n):
+    return "D-%s-%s-05a1" % (node, ("%024d" % n))
+
+
+def test_offsets_round_trip_through_json():
+    jobs = {"h:2": [_id("bbbbbbbb", 1)], "h:1": [_id("aaaaaaaa", 2), _id("aaaaaaaa", 3)], "h:3": []}
+    end = make_offset(4, jobs)
+    assert json.loads(json.dumps(end)) == end == {"seq": 4, "jobs": {"h:2": jobs["h:2"], "h:1": jobs["h:1"]}}
+    assert job_count(end) == 3 and job_count(initial_offset()) == 0
+    # ~45 bytes of offset log per job.
+    big = make_offset(1, {"127.0.0.1:7711": [_id("aaaaaaaa", i) for i in range(1000)]})
+    assert 43000 <= len(json.dumps(big)) <= 45000
+
+
+def test_plan_partitions_is_deterministic_and_complete():
+    end = make_offset(9, {"h:2": [_id("b" * 8, i) for i in range(5)], "h:1": [_id("a" * 8, i) for i in range(3)]})
+    parts = plan_partitions(end, per_partition=2)
+    assert parts == plan_partitions(json.loads(json.dumps(end)), per_partition=2)
+    assert [a for a, _ in parts] == ["h:1", "h:1", "h:2", "h:2", "h:2"]
+    assert sum((ids for _, ids in parts), []) == end["jobs"]["h:1"] + end["jobs"]["h:2"]
+    assert plan_partitions(initial_offset()) == []
+    blob = pack_ids(end["jobs"]["h:2"])
+    assert len(blob) == 200 and [i.decode() for i in unpack_ids(blob)] == end["jobs"]["h:2"]
+
+
+def test_assign_jobs_gives_every_id_to_one_node():
+    a, b, c = (_id("aaaaaaaa", 1).encode(), _id("bbbbbbbb", 2).encode(), _id("cccccccc", 3).encode())
+    listed = [("h:1", "aaaaaaaa" + "0" * 32, [a, b]),
+              ("h:2", "bbbbbbbb" + "0" * 32, [a, b, c]),
+              ("h:3", "dddddddd" + "0" * 32, [c])]
+    got = assign_jobs(listed)
+    assert got == {"h:1": [a], "h:2": [b, c], "h:3": []}
+    flat = sum(got.values(), [])
+    assert sorted(flat) == sorted({a, b, c})
+
+
+# -- connection and discovery against a real node ---------------------------------
+
+def test_discover_and_errors(node, tmp_path):
+    nodes = discover([("127.0.0.1", free_port()), ("127.0.0.1", node.port)], None)
+    assert [a for a, _ in nodes] == ["127.0.0.1:%d" % node.port]
+    dead = free_port()
+    with pytest.raises(ConnectError) as e:
+        discover([("127.0.0.1", dead)], None)
+    assert "no reachable node among 127.0.0.1:%d" % dead in str(e.value)
+    with Connection("127.0.0.1", node.port) as c:
+        replies = c.pipeline([("PING",)] * 1000 + [("NOSUCH",)], window=64)
+        assert replies[:1000] == [b"PONG"] * 1000 and "unknown command" in str(replies[-1]).lower()
+
+
+def test_password_errors(tmp_path):
+    n = NodeProcess(tmp_path / "auth", args=["--requirepass", "secret"]).start()
+    try:
+        with pytest.raises(AuthError, match="AUTH failed on node .*invalid password"):
+            discover([("127.0.0.1", n.port)], "wrong")
+        with pytest.raises(AuthError, match="requires a password"):
+            discover([("127.0.0.1", n.port)], None)
+        assert discover([("127.0.0.1", n.port)], "secret")
+    finally:
+        n.stop()
+
+
+# -- the stream reader's offset methods, by hand ----------------------------------
+
+def _reader(node, **extra):
+    raw = {"nodes": "127.0.0.1:%d" % node.port, "queue": "sq"}
+    raw.update(extra)
+    return StreamReader(parse_options(raw, STREAM_READ_MODE))
+
+
+def test_stream_reader_batches_commit_and_the_closing_empty_batch(node):
+    ids = add_jobs(node, "sq", [b"j%d" % i for i in range(5)])
+    r = _reader(node)
+    try:
+        start = r.initialOffset()
+        end1 = r.latestOffset(start, ReadMaxRows(3))
+        assert end1["seq"] == 1 and job_count(end1) == 3 and qlen(node, "sq") == 2
+        assert r.latestOffset(start, ReadMaxRows(3)) == end1  # same start: same batch
+        got = [i.encode() for i in end1["jobs"]["127.0.0.1:%d" % node.port]]
+        assert all(show(node, i)[b"state"] == b"active" for i in got)
+        # Fetching does not ACK: only commit does.
+        end2 = r.latestOffset(end1, ReadMaxRows(3))
+        assert job_count(end2) == 2 and all(show(node, i)[b"state"] == b"active" for i in got)
+        r.commit(end1)
+        assert all(show(node, i) is None or show(node, i)[b"state"] == b"acked" for i in got)
+        # No new jobs, but end2's jobs await their commit: one empty batch.
+        end3 = r.latestOffset(end2, ReadMaxRows(3))
+        assert end3 == {"seq": 3, "jobs": {}}
+        r.commit(end2)
+        # Nothing left and nothing awaiting: no batch (start returned).
+        assert r.latestOffset(end3, ReadMaxRows(3)) == end3
+        assert all(show(node, i) is None or show(node, i)[b"state"] == b"acked" for i in ids)
+        # A restarted reader does not know end2 was committed: it asks for
+        # one empty batch so that Spark commits it (again).
+        r2 = _reader(node)
+        assert r2.latestOffset(end2, ReadMaxRows(3)) == {"seq": 3, "jobs": {}}
+        r2.stop()
+    finally:
+        r.stop()
+
+
+def test_partitions_carry_rows_or_ids_and_read_the_same_jobs(node):
+    add_jobs(node, "sq", [b"x%d" % i for i in range(7)])
+    r = _reader(node)
+    try:
+        end = r.latestOffset(r.initialOffset(), ReadMaxRows(100))
+        parts = r.partitions(r.initialOffset(), end)
+        assert [p.rows is not None for p in parts] == [True]
+        cached = [b.to_pylist() for p in parts for b in read_partition(p)]
+        # Another process (a restarted query) has no cache: SHOW by ID.
+        r2 = _reader(node)
+        parts2 = r2.partitions(r.initialOffset(), end)
+        assert [p.rows for p in parts2] == [None]
+        shown = [b.to_pylist() for p in parts2 for b in read_partition(p)]
+        r2.stop()
+        assert [row["id"] for row in cached[0]] == [row["id"] for row in shown[0]] == end["jobs"][parts[0].addr]
+        assert sorted(row["body"] for row in cached[0]) == sorted(b"x%d" % i for i in range(7))
+        assert [row["body"] for row in cached[0]] == [row["body"] for row in shown[0]]
+        assert all(row["state"] == "active" and row["retry"] == 300 for row in cached[0])
+    finally:
+        r.stop()
+
+
+def test_working_heartbeat_keeps_jobs_from_being_requeued(node):
+    add_jobs(node, "sq", [b"h%d" % i for i in range(4)], "RETRY", 1)
+    r = _reader(node, workinginterval="5")
+    try:
+        end = r.latestOffset(r.initialOffset(), ReadMaxRows(100))
+        assert job_count(end) == 4 and qlen(node, "sq") == 0
+        time.sleep(3.0)  # three RETRY periods: the heartbeat (every 0.5 s) holds them
+        assert qlen(node, "sq") == 0
+    finally:
+        r.stop()
+    # Without it they come back after their RETRY.
+    deadline = time.time() + 5
+    while qlen(node, "sq") < 4 and time.time() < deadline:
+        time.sleep(0.1)
+    assert qlen(node, "sq") == 4

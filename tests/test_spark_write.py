@@ -1,0 +1,66 @@
+"""Writing with Spark to a real 3-node cluster: rows become jobs, a task
+that fails after writing part of its rows and runs again adds no
+duplicates (DEDUP keys), per-row queues and user keys."""
+
+from pyspark import TaskContext
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+
+from spark_support import jscan_all, nodes_option, queued_bodies, total_qlen
+from support import Client, info
+
+ROWS = 100000
+FAIL_AT = 25000 + 20000  # in partition 1 (rows 25000..49999), after 2 Arrow batches
+
+
+def addjob_calls(nodes):
+    total = 0
+    for node in nodes:
+        c = Client(node.port)
+        try:
+            stats = info(c, "commandstats").get("cmdstat_addjob", "calls=0")
+        finally:
+            c.close()
+        total += int(stats.split(",")[0].split("=")[1])
+    return total
+
+
+@F.udf(StringType())
+def body_failing_once(i):
+    ctx = TaskContext.get()
+    if i == FAIL_AT and ctx.attemptNumber() == 0:
+        raise RuntimeError("forced failure of the first attempt after writing part of the rows")
+    return "row-%d" % i
+
+
+def test_batch_write_with_a_retried_task_adds_every_row_once(spark, spark_cluster):
+    nodes = spark_cluster
+    calls_before = addjob_calls(nodes)
+    df = spark.range(0, ROWS, numPartitions=4).select(body_failing_once("id").alias("body"))
+    (df.write.format("disque").mode("append").option("nodes", nodes_option(nodes))
+     .option("queue", "bw").option("replicate", 1).save())
+    # The failed attempt really did write rows that its retry sent again...
+    assert addjob_calls(nodes) - calls_before >= ROWS + 10000
+    # ...and none of them became a second job.
+    assert total_qlen(nodes, "bw") == ROWS
+    bodies = queued_bodies(nodes, "bw")
+    assert len(bodies) == ROWS and set(bodies) == {b"row-%d" % i for i in range(ROWS)}
+    # Each partition went to one node, the four spread over the cluster.
+    assert sum(1 for n in nodes if jscan_all(n, "QUEUE", "bw", "STATE", "queued")) >= 2
+
+
+def test_binary_bodies_per_row_queues_and_user_keys(spark, spark_cluster):
+    nodes = spark_cluster
+    rows = [(b"\x00bin%d" % i, "wq-%d" % (i % 2), "key-%d" % (i % 5)) for i in range(10)]
+    df = spark.createDataFrame(rows, "payload binary, target string, k string")
+    writer = (df.write.format("disque").mode("append").option("nodes", nodes_option(nodes[:1]))
+              .option("queue", "unused").option("bodyColumn", "payload").option("queueColumn", "target")
+              .option("retry", 9))
+    writer.save()
+    assert total_qlen(nodes, "wq-0") == 5 and total_qlen(nodes, "wq-1") == 5
+    assert sorted(queued_bodies(nodes, "wq-0") + queued_bodies(nodes, "wq-1")) == sorted(r[0] for r in rows)
+    # A user key: one job per distinct (queue, key), however often it is written.
+    keyed = writer.option("queueColumn", "k").option("dedupColumn", "k")
+    keyed.save()
+    keyed.save()
+    assert [total_qlen(nodes, "key-%d" % i) for i in range(5)] == [1] * 5
