@@ -40,3 +40,16 @@ def spark_cluster(tmp_path_factory):
     yield nodes
     for n in nodes:
         n.stop()
+
+
+# --- tiers -------------------------------------------------------------------
+# The fast tiers (pure core, simulated cluster, protocol in memory) run alone
+# with `pytest -m "not processes"`; modules that start real nodes, redis-cli
+# or Spark are marked `processes`.
+_PROCESS_MODULES = ("test_e2e_", "test_golden", "test_install", "test_memory", "test_spark_")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.startswith(_PROCESS_MODULES):
+            item.add_marker(pytest.mark.processes)
