@@ -21,13 +21,25 @@ def client(node):
 # --- Spark connector (tests/test_spark_*.py) --------------------------------
 
 @pytest.fixture(scope="session")
-def spark():
+def spark_session():
     """ONE local[2,4] SparkSession for every Spark test, ``disque`` registered."""
     from spark_support import make_session
 
     session = make_session()
     yield session
     session.stop()
+
+
+@pytest.fixture
+def spark(spark_session):
+    """The shared session, made the JVM's active session again for this
+    test.  Spark finds Python data sources through the active session of
+    the JVM thread serving the calling Python thread, and Py4J may serve
+    the main thread from a new JVM thread (which has none) after other
+    Python threads came and went (seen after the killed-driver tests, whose
+    scenarios run in threads): then format("disque") is DATA_SOURCE_NOT_FOUND."""
+    spark_session._jvm.SparkSession.setActiveSession(spark_session._jsparkSession)
+    return spark_session
 
 
 @pytest.fixture(scope="module")
