@@ -2,8 +2,13 @@
 job in the cluster once with its fields, without consuming it; a streaming
 query moves every job through foreachBatch and leaves nothing behind."""
 
+import os
 import time
 from datetime import datetime, timedelta, timezone
+
+from pyspark import TaskContext
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
 
 from spark_support import add_jobs, jscan_all, nodes_option, total_qlen, wait_until
 from support import call, show
@@ -81,3 +86,44 @@ def test_streaming_read_moves_10000_jobs_and_acks_them_all(spark, spark_cluster,
     assert len(seen) == 10000                     # ...once
     assert all(q == "sr" and s == "active" for _, _, q, s in seen)
     assert max(n for _, n in batches) <= 3000
+
+
+def test_a_retried_read_task_reads_the_same_jobs(spark, spark_cluster, tmp_path):
+    """A task of the first micro-batch fails once after its partition was
+    read (a UDF in the same stage raises on attempt 0): its retry reads
+    exactly the jobs the partition holds, so every job reaches the sink
+    once and every job is acknowledged."""
+    nodes = spark_cluster
+    sent = {}
+    for i, node in enumerate(nodes):
+        bodies = [b"t%d-%d" % (i, j) for j in range(300)]
+        sent.update(zip(add_jobs(node, "rt", bodies), bodies))
+    marker = str(tmp_path / "failed-once")
+
+    def fail_once(job_id):
+        ctx = TaskContext.get()
+        if ctx.attemptNumber() == 0 and ctx.partitionId() == 0:
+            open(marker, "a").close()
+            raise RuntimeError("forced failure of a read task's first attempt")
+        return job_id
+
+    check = F.udf(fail_once, StringType())
+    seen = []
+
+    def sink(df, batch_id):
+        seen.extend((r.id.encode(), bytes(r.body)) for r in df.collect())
+
+    query = (spark.readStream.format("disque").option("nodes", nodes_option(nodes))
+             .option("queue", "rt").option("maxJobsPerTrigger", 400).load()
+             .select(check("id").alias("id"), "body")
+             .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(processingTime="100 milliseconds").start())
+    try:
+        wait_until(lambda: len(seen) >= len(sent) or query.exception(), 120, "every job through the sink")
+        wait_until(lambda: not any(jscan_all(n, "QUEUE", "rt") for n in nodes), 60,
+                   "no job of queue rt left on any node")
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert os.path.exists(marker), "no task failed: the test did not test a retry"
+    assert len(seen) == len(sent) and dict(seen) == sent  # each job once, with its body
