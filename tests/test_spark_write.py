@@ -64,3 +64,34 @@ def test_binary_bodies_per_row_queues_and_user_keys(spark, spark_cluster):
     keyed.save()
     keyed.save()
     assert [total_qlen(nodes, "key-%d" % i) for i in range(5)] == [1] * 5
+
+
+def test_one_node_down_reads_and_writes_go_on(spark, tmp_path):
+    """A node killed -9: a batch read returns every job once from the
+    copies on the others, and a batch write sends the partitions that would
+    have gone to it to the next node (REPLICATE 2 still has two nodes)."""
+    from support import start_cluster
+
+    nodes = start_cluster(tmp_path, 3)
+    try:
+        ids = set(add_ids(nodes[0], "down", 60))
+        nodes[0].kill()
+        opts = nodes_option(nodes)  # the dead node is still listed, and first
+        rows = spark.read.format("disque").option("nodes", opts).option("queue", "down").load().collect()
+        assert sorted(r.id.encode() for r in rows) == sorted(ids)
+        df = spark.range(0, 2000, numPartitions=6).selectExpr("concat('d-', cast(id as string)) as body")
+        df.write.format("disque").mode("append").option("nodes", opts).option("queue", "dw") \
+            .option("replicate", 2).save()
+        bodies = queued_bodies(nodes[1:], "dw")
+        assert sorted(bodies) == sorted(b"d-%d" % i for i in range(2000))
+    finally:
+        for n in nodes:
+            n.stop()
+
+
+def add_ids(node, queue, n):
+    c = Client(node.port)
+    try:
+        return [c.call("ADDJOB", queue, "body-%d" % i, 0) for i in range(n)]
+    finally:
+        c.close()
