@@ -127,8 +127,11 @@ class ClusterView:
     def peers(self):
         return [n for n in self.nodes.values() if n is not self.myself]
 
-    def reachable_peers(self):
-        return [n for n in self.nodes.values() if n is not self.myself and n.reachable]
+    def active_peers(self) -> list:
+        """IDs of the reachable peers that are not leaving: the nodes that
+        may take new copies of a job and take part in federation."""
+        me = self.myself
+        return [n.id for n in self.nodes.values() if n is not me and n.reachable and not n.leaving]
 
     def header(self) -> M.Header:
         me = self.myself

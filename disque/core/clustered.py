@@ -81,8 +81,7 @@ class ClusterMixin:
     def _replication_targets(self, exclude, count):
         """Up to ``count`` reachable, non-leaving peers not in ``exclude``,
         shuffled (the original's replication order)."""
-        peers = [n.id for n in self.cluster.nodes.values()
-                 if n is not self.cluster.myself and n.reachable and not n.leaving and n.id not in exclude]
+        peers = [n for n in self.cluster.active_peers() if n not in exclude]
         self.rng.shuffle(peers)
         return peers[:count]
 
@@ -300,7 +299,7 @@ class ClusterMixin:
             job.deliv += 1
         if job.retry:
             job.flags |= J.F_BCAST_WILLQUEUE | J.F_BCAST_QUEUED
-            self.set_requeue_time(job, self.now + job.retry * 1000 + self._jitter())
+            self.set_requeue_time(job, self.requeue_time(job))
 
     def _on_working(self, sender, msg) -> None:
         job = self.jobs.get(msg.job_id)
@@ -310,7 +309,7 @@ class ClusterMixin:
             self.dequeue(job)
         if job.retry:
             job.flags |= J.F_BCAST_WILLQUEUE
-            self.set_requeue_time(job, self.now + job.retry * 1000 + self._jitter())
+            self.set_requeue_time(job, self.requeue_time(job))
 
     # ------------------------------------------------------------------
     # Acknowledged jobs garbage collection state machine
@@ -396,8 +395,7 @@ class ClusterMixin:
         if self.federation is None or cluster.leaving or len(cluster.nodes) == 1:
             return
         q = self.queue_for(queue_name)
-        peers = [n.id for n in cluster.nodes.values()
-                 if n is not cluster.myself and n.reachable and not n.leaving]
+        peers = cluster.active_peers()
         waiting = len(q.waiting) if q.waiting else 0
         for targets, count in self.federation.wanted(q, self.now, reason, peers, waiting):
             if count > 0:

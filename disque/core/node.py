@@ -109,6 +109,12 @@ class NodeState(ClusterMixin):
     def _jitter(self) -> int:
         return int(self._random() * TIME_ERR)
 
+    def requeue_time(self, job) -> int:
+        """When ``job`` is queued again if nobody acknowledges it: RETRY
+        from now, plus a random spread so copies on several nodes do not
+        all fire at once.  (ADDJOB's fast path inlines it.)"""
+        return self.now + job.retry * 1000 + int(self._random() * TIME_ERR)
+
     @property
     def my_id(self) -> bytes:
         return self.cluster.my_id
@@ -163,7 +169,7 @@ class NodeState(ClusterMixin):
         job.state = J.QUEUED
         if job.retry:
             job.flags |= J.F_BCAST_WILLQUEUE
-            job.qtime = self.now + job.retry * 1000 + self._jitter()
+            job.qtime = self.requeue_time(job)
         else:
             job.qtime = 0
         if job.flags & J.F_BCAST_QUEUED or nack:
@@ -244,13 +250,6 @@ class NodeState(ClusterMixin):
     # Job replication state machine: ADDJOB (single node part)
     # ------------------------------------------------------------------
 
-    def new_ctime(self) -> int:
-        ctime = self.now * 1_000_000
-        if ctime <= self._prev_ctime:
-            ctime = self._prev_ctime + 1
-        self._prev_ctime = ctime
-        return ctime
-
     def find_dedup(self, queue: bytes, key: bytes):
         """ADDJOB ... DEDUP: the job already added with ``key`` in
         ``queue`` (a Job), the ID of one gone within the window (bytes), or
@@ -314,7 +313,7 @@ class NodeState(ClusterMixin):
             job.state = J.QUEUED
             if retry:
                 job.flags = J.F_BCAST_QUEUED | J.F_BCAST_WILLQUEUE
-                qtime = job.qtime = now + retry * 1000 + int(self._random() * TIME_ERR)
+                qtime = job.qtime = now + retry * 1000 + int(self._random() * TIME_ERR)  # requeue_time()
                 at = qtime - J.WILLQUEUE_ADVANCE
                 if etime < at:
                     at = etime
@@ -352,12 +351,12 @@ class NodeState(ClusterMixin):
         if job.state == J.ACTIVE and job.qtime and job.qtime <= now:
             q = self.queues.get(job.queue)
             if job.retry != 0 and q is not None and q.flags & PAUSED_IN:
-                job.qtime = now + job.retry * 1000 + self._jitter()
+                job.qtime = self.requeue_time(job)
             else:
                 self.enqueue(job)
         if job.state == J.QUEUED and job.qtime and job.qtime <= now and job.retry:
             job.flags |= J.F_BCAST_WILLQUEUE
-            job.qtime = now + job.retry * 1000 + self._jitter()
+            job.qtime = self.requeue_time(job)
         if job.state == J.ACKED:
             self.try_gc(job)
             if job.id not in self.jobs:
@@ -500,7 +499,7 @@ class NodeState(ClusterMixin):
         if job.state == J.QUEUED:
             self.dequeue(job)
         job.flags |= J.F_BCAST_WILLQUEUE
-        self.set_requeue_time(job, self.now + job.retry * 1000 + self._jitter())
+        self.set_requeue_time(job, self.requeue_time(job))
         self.cluster_working(job)
         return job.retry
 

@@ -56,8 +56,3 @@ def bulk_array(values) -> bytes:
     for v in values:
         parts.append(b"$%d\r\n%s\r\n" % (len(v), v))
     return b"".join(parts)
-
-
-def verbatim_lines(text: bytes) -> bytes:
-    """A bulk reply (INFO, CLUSTER NODES, CLIENT LIST style)."""
-    return b"$%d\r\n%s\r\n" % (len(text), text)
