@@ -55,13 +55,27 @@ def spark_cluster(tmp_path_factory):
 
 
 # --- tiers -------------------------------------------------------------------
-# The fast tiers (pure core, simulated cluster, protocol in memory) run alone
-# with `pytest -m "not processes"`; modules that start real nodes, redis-cli
-# or Spark are marked `processes`.
-_PROCESS_MODULES = ("test_e2e_", "test_golden", "test_install", "test_memory", "test_spark_")
+# Every test module belongs to one tier, a marker: `unit` (the pure core and
+# codecs), `sim` (cores wired in memory by SimCluster), `protocol` (the
+# Twisted adapters in memory), `process` (real node, redis-cli or Spark
+# processes).  `slow` marks the longest process tests on top.  The fast tiers
+# alone: pytest -m "not process".
+TIERS = {
+    "unit": ("test_core", "test_core_properties", "test_core_purity", "test_config", "test_aof_unit",
+             "test_bus_wire", "test_resp_codec", "test_heap"),
+    "sim": ("test_cluster_jobs", "test_cluster_membership", "test_federation"),
+    "protocol": ("test_protocol", "test_bus_protocol", "test_dedup"),
+    "process": ("test_e2e_aof", "test_e2e_cluster", "test_e2e_dedup", "test_e2e_faults", "test_e2e_federation",
+                "test_e2e_node", "test_golden", "test_install", "test_memory", "test_spark_options",
+                "test_spark_read", "test_spark_recovery", "test_spark_units", "test_spark_write"),
+}
+_TIER_OF = {module: tier for tier, modules in TIERS.items() for module in modules}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.module.__name__.startswith(_PROCESS_MODULES):
-            item.add_marker(pytest.mark.processes)
+        module = item.module.__name__
+        tier = _TIER_OF.get(module)
+        if tier is None:
+            raise pytest.UsageError("%s has no tier: add it to TIERS in tests/conftest.py" % module)
+        item.add_marker(getattr(pytest.mark, tier))

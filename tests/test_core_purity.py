@@ -1,4 +1,7 @@
-"""The core must stay pure: no twisted, no sockets, no files, no clock."""
+"""The core must stay pure: no twisted, no sockets, no files, no clock, and
+no import of the rest of the package (whose adapters are impure).  Every
+module below ``disque/core`` is read, subpackages included; relative
+imports are resolved, so ``from ..service import x`` is caught too."""
 
 import ast
 import pathlib
@@ -7,29 +10,59 @@ import disque.core
 
 FORBIDDEN_MODULES = {"twisted", "socket", "select", "asyncio", "threading", "time", "datetime", "io"}
 FORBIDDEN_CALLS = {"open", "print", "input"}
+PACKAGE = "disque.core"
 
 
-def core_files():
-    return sorted(pathlib.Path(disque.core.__file__).parent.glob("*.py"))
-
-
-def test_core_imports_nothing_impure():
-    for path in core_files():
-        tree = ast.parse(path.read_text())
+def violations(root: pathlib.Path, package: str = PACKAGE) -> list:
+    """Every impure import or call in the modules below ``root`` (the
+    directory of ``package``), as readable strings."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).with_suffix("")
+        parts = package.split(".") + [p for p in rel.parts if p != "__init__"]
+        # the package a relative import is resolved against
+        here = parts if path.name == "__init__.py" else parts[:-1]
+        tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             names = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here[:len(here) - (node.level - 1)] if node.level > 1 else here
+                    names = [".".join(base + ([node.module] if node.module else []))]
+                else:
+                    names = [node.module]
             for name in names:
-                assert name.split(".")[0] not in FORBIDDEN_MODULES, "%s imports %s" % (path.name, name)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                assert node.func.id not in FORBIDDEN_CALLS, "%s calls %s()" % (path.name, node.func.id)
+                top = name.split(".")[0]
+                if top in FORBIDDEN_MODULES:
+                    found.append("%s imports %s" % (rel, name))
+                elif top == package.split(".")[0] and not (name + ".").startswith(package + "."):
+                    found.append("%s imports %s, outside %s" % (rel, name, package))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
+                found.append("%s calls %s()" % (rel, node.func.id))
+    return found
+
+
+def test_core_imports_nothing_impure():
+    root = pathlib.Path(disque.core.__file__).parent
+    assert list(root.rglob("*.py")), "no core modules found"
+    assert violations(root) == []
 
 
 def test_the_check_can_fail(tmp_path):
-    bad = "import twisted.internet\n"
-    tree = ast.parse(bad)
-    imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    assert imported[0].split(".")[0] in FORBIDDEN_MODULES
+    """Planted impurities, one per kind, in a module and in a subpackage."""
+    root = tmp_path / "core"
+    (root / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "ok.py").write_text("import heapq\nfrom . import job\nfrom .job import Job\n")
+    (root / "bad.py").write_text("import twisted.internet\nfrom ..service import x\n")
+    (root / "sub" / "__init__.py").write_text("")
+    (root / "sub" / "deep.py").write_text("from time import monotonic\nfrom .. import ok\nopen('f')\n")
+    found = violations(root)
+    assert found == [
+        "bad imports twisted.internet",
+        "bad imports disque.service, outside disque.core",
+        "sub/deep imports time",
+        "sub/deep calls open()",
+    ]

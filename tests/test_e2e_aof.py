@@ -2,6 +2,7 @@
 corrupt files, the repair tool, controlled restarts, rewrites, switching
 AOF on at run time."""
 
+import pytest
 import os
 import subprocess
 import sys
@@ -148,6 +149,7 @@ def test_appendonly_can_be_switched_on_at_run_time(tmp_path):
         node.kill()
 
 
+@pytest.mark.slow
 def test_seven_nodes_all_killed_and_restarted_lose_no_acknowledged_job(tmp_path):
     from support import start_cluster, wait_full_mesh
 

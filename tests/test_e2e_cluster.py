@@ -208,6 +208,7 @@ def test_forget_and_reset_hard(fresh_trio):
 
 # -- the 7-node scenario ---------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_seven_nodes_survive_kill9_of_a_minority(tmp_path):
     nodes = start_cluster(tmp_path, 7, args=FAST, timeout=60)
     try:
@@ -278,6 +279,7 @@ def test_config_set_cluster_node_timeout_applies_at_runtime(tmp_path):
             n.kill()
 
 
+@pytest.mark.slow
 def test_seven_node_cluster_runs_the_whole_state_machine(tmp_path):
     """The issue's scenarios on one 7-node cluster formed from a chain of
     MEETs: replication counts, ACK GC, dummy ACKs, NOREPL, ACK while an

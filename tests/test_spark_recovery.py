@@ -14,6 +14,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from spark_support import (add_jobs, jscan_all, kill_driver, nodes_option, queued_bodies, run_driver,
                            stop_driver, total_qlen, wait_until)
 
@@ -101,6 +103,7 @@ def streaming_write_driver_killed_mid_batch_no_duplicates_no_losses(nodes, tmp_p
     assert set(bodies) == expected
 
 
+@pytest.mark.slow
 def test_killed_drivers_restarted_from_their_checkpoints(spark_cluster, tmp_path):
     scenarios = [streaming_read_driver_killed_mid_batch_loses_nothing,
                  streaming_write_driver_killed_mid_batch_no_duplicates_no_losses]

@@ -3,7 +3,8 @@
 Handlers are pure functions of ``(ctx, client, argv)``; anything that needs
 the process or the reactor (shutting down, sleeping, process statistics)
 goes through ``ctx.host``, an :class:`disque.interfaces.INodeHost`
-provided by the service (tests use :class:`disque.testing.FakeHost`).
+provided by the service (:class:`disque.service.NodeRuntime`; in-memory
+tests build a real one on a ``task.Clock``).
 """
 
 from collections import deque

@@ -78,6 +78,21 @@ class ClusterMixin:
         return M.JobRecord(job.id, job.queue, job.body, job.repl, job.ctime, job.etime, job.delay,
                            job.retry, job.nacks, job.deliv, tuple(job.delivered), job.dedup or b"")
 
+    def job_from_record(self, rec, qtime: int):
+        """A new ACTIVE job from a REPLJOB / YOURJOBS record (not yet
+        registered): counters, the nodes that may hold it (this one
+        included), its DEDUP key, the queue name shared with an existing
+        queue."""
+        q = self.queues.get(rec.queue)
+        job = J.Job(rec.id, q.name if q is not None else rec.queue, rec.body, J.ACTIVE, rec.repl, rec.ctime,
+                    rec.etime, rec.delay, rec.retry, qtime)
+        job.nacks = rec.nacks
+        job.deliv = rec.deliv
+        job.delivered = rec.delivered if self.my_id in rec.delivered else (*rec.delivered, self.my_id)
+        if rec.dedup:
+            job.dedup = rec.dedup
+        return job
+
     def _replication_targets(self, exclude, count):
         """Up to ``count`` reachable, non-leaving peers not in ``exclude``,
         shuffled (the original's replication order)."""
@@ -221,20 +236,10 @@ class ClusterMixin:
             return
         if self.memory_level > 0 or self.cluster.leaving:
             return  # no GOTJOB: the sender tries another node
-        queue = rec.queue
-        q = self.queues.get(queue)
-        if q is not None:
-            queue = q.name
-        now = self.now
-        job = J.Job(rec.id, queue, rec.body, J.ACTIVE, rec.repl, rec.ctime, rec.etime, rec.delay, rec.retry,
-                    (now + (rec.delay + rec.retry) * 1000 + self._jitter()) if rec.retry else 0)
-        job.nacks = rec.nacks
-        job.deliv = rec.deliv
-        job.delivered = rec.delivered if self.my_id in rec.delivered else (*rec.delivered, self.my_id)
+        job = self.job_from_record(
+            rec, (self.now + (rec.delay + rec.retry) * 1000 + self._jitter()) if rec.retry else 0)
         # A copy's first queueing is a re-queue: broadcast QUEUED, count it.
         job.flags = J.F_BCAST_QUEUED | (J.F_BCAST_WILLQUEUE if rec.retry else 0)
-        if rec.dedup:
-            job.dedup = rec.dedup
         self.register(job)
         if self.persist:
             self.outbox.append(Persist((b"LOADJOB", job)))
@@ -244,11 +249,7 @@ class ClusterMixin:
         job = self.jobs.get(msg.job_id)
         if job is None or job.state != J.ACTIVE:
             return
-        job.flags &= ~J.F_BCAST_QUEUED  # the first queueing, asked by the creator
-        if not job.qtime and job.retry == 0:
-            job.qtime = 1  # at-most-once: this is its one queueing
-        self.enqueue(job)
-        job.flags |= J.F_BCAST_QUEUED
+        self.enqueue_first(job)  # asked by the creator, which keeps no copy
 
     # ------------------------------------------------------------------
     # Job re-queueing state machine
@@ -447,14 +448,9 @@ class ClusterMixin:
             name = rec.queue
             job = self.jobs.get(rec.id)
             if job is None:
-                job = J.Job(rec.id, rec.queue, rec.body, J.ACTIVE, rec.repl, rec.ctime, rec.etime, rec.delay,
-                            rec.retry, 1)
-                job.nacks = rec.nacks
-                job.deliv = rec.deliv
-                job.delivered = rec.delivered if self.my_id in rec.delivered else (*rec.delivered, self.my_id)
+                job = self.job_from_record(rec, 1)
                 self.jobs.add(job.id, job)
-                if rec.dedup:
-                    job.dedup = rec.dedup
+                if job.dedup is not None:
                     self.dedup.add(job)
                 if self.persist:
                     self.outbox.append(Persist((b"LOADJOB", job)))
@@ -464,11 +460,7 @@ class ClusterMixin:
                     continue  # queued already, acked, or still replicating
                 if job.retry == 0 and job.flags & J.F_DELIVERED:
                     continue  # at most once: we delivered it already
-            if job.qtime == 0:
-                job.qtime = 1  # an at-most-once job's one queueing
-            job.flags &= ~J.F_BCAST_QUEUED  # a move, not a redelivery
-            self.enqueue(job)
-            job.flags |= J.F_BCAST_QUEUED
+            self.enqueue_first(job)  # a move, not a redelivery
             if job.retry:
                 self._send_to_copies(job, M.Queued(job.id, M.COUNT_NONE))  # postpone their requeue
             imported += 1

@@ -192,6 +192,19 @@ class NodeState(ClusterMixin):
             self._ready.append(q)
         return True
 
+    def enqueue_first(self, job) -> bool:
+        """ENQUEUE a job as its first queueing on this node, not as a
+        redelivery: no QUEUED broadcast and no counter bumped, and an
+        at-most-once job (qtime 0) gets its one queueing.  For jobs that
+        arrive to be queued (ENQUEUE from their creator, YOURJOBS) and a
+        controlled restart."""
+        if job.qtime == 0:
+            job.qtime = 1
+        job.flags &= ~J.F_BCAST_QUEUED
+        queued = self.enqueue(job)
+        job.flags |= J.F_BCAST_QUEUED
+        return queued
+
     def dequeue(self, job) -> bool:
         if job.state != J.QUEUED:
             return False
@@ -666,11 +679,7 @@ class NodeState(ClusterMixin):
             if job.retry == 0:
                 job.qtime = 0
             if enqueue_queued and was_queued:
-                if job.qtime == 0:
-                    job.qtime = 1  # its one queueing
-                job.flags &= ~J.F_BCAST_QUEUED  # not a redelivery
-                self.enqueue(job)
-                job.flags |= J.F_BCAST_QUEUED
+                self.enqueue_first(job)
                 queued += 1
             else:
                 self.update_awake(job)

@@ -1,1 +1,2 @@
-"""Persistence providers (``IPersistence``): ``none`` and, later, ``aof``."""
+"""Persistence providers (``IPersistence``): ``aof`` (the default, idle
+with ``appendonly no``) and ``none``."""

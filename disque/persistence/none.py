@@ -1,4 +1,7 @@
-"""The ``none`` persistence: jobs live in memory only (the default)."""
+"""The ``none`` persistence (``persistence none``): jobs live in memory
+only, and AOF cannot be switched on at run time.  The default provider is
+``aof`` with ``appendonly no``, which keeps nothing either until it is
+switched on (see :mod:`disque.persistence.aof`)."""
 
 from zope.interface import implementer
 
