@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from support import Client, NodeProcess, info, wait_for
+from support import Client, NodeProcess, call, info, start_cluster, wait_for
 
 JOB_ID = re.compile(rb"D-[0-9a-f]{8}-[A-Za-z0-9+/]{24}-[0-9a-f]{4}")
 PRECIOUS = "precious-jobs-queue"
@@ -435,3 +435,22 @@ def test_maxclients(tmp_path):
             c.close()
     finally:
         node.stop()
+
+
+def test_a_dead_peer_costs_one_log_line_not_one_per_retry(tmp_path):
+    """Operators read one line when a bus link is lost and one when it
+    comes back, not a line per reconnection attempt (about one a second)."""
+    a, b = start_cluster(tmp_path, 2)
+    try:
+        peer = call(b, "HELLO")[1][:8].decode()
+        b.kill()
+        time.sleep(5)  # a handful of reconnection attempts
+        lines = [line for line in a.log().splitlines() if peer in line or "Scheduling retry" in line]
+        assert len(lines) == 1 and "lost" in lines[0], lines
+        b.start()
+        wait_for(lambda: "is back" in a.log(), timeout=10, what="the link back")
+        lines = [line for line in a.log().splitlines() if peer in line or "Scheduling retry" in line]
+        assert len(lines) == 2 and "is back" in lines[1], lines
+    finally:
+        a.stop()
+        b.stop()

@@ -7,12 +7,29 @@ new connection to the runtime (the core then sends MEET or PING on it).
 Messages to a peer whose link is down are dropped: every Disque message is
 either retried by its sender's state machine (REPLJOB every 50 ms, SETACK
 with backoff, WILLQUEUE/QUEUED each retry) or best effort by design.
+
+Logs for operators: one line when a link is lost and one when it comes
+back, never a line per reconnection attempt (``ClientService`` logs each
+retry at info level: with one dead peer that was a line a second).
 """
 
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.internet.protocol import Factory
+from twisted.logger import Logger, globalLogPublisher
 
 from .protocol import BusProtocol
+
+log = Logger(namespace="disque.bus")
+
+
+def _without_retries(event):
+    """ClientService's events, less its "Scheduling retry" lines."""
+    if not str(event.get("log_format", "")).startswith("Scheduling retry"):
+        globalLogPublisher(event)
+
+
+class _PeerService(ClientService):
+    _log = Logger(namespace="disque.bus.links", observer=_without_retries)
 
 BUS_PORT_OFFSET = 10000
 
@@ -33,18 +50,30 @@ class PeerLink:
         self.host = host
         self.port = port
         self.protocol = None
+        self.reactor = links.reactor
+        self.lost_at = None  # when the link went down (reactor seconds), None while up or never up
         endpoint = links.transport.endpoint(links.reactor, host.decode(), port + BUS_PORT_OFFSET, links.bind_host)
-        self.service = ClientService(endpoint, _LinkFactory(self), retryPolicy=backoffPolicy(0.1, 1.0, 2.0),
-                                     clock=links.reactor)
+        self.service = _PeerService(endpoint, _LinkFactory(self), retryPolicy=backoffPolicy(0.1, 1.0, 2.0),
+                                    clock=links.reactor)
         self.service.startService()
+
+    def describe(self) -> str:
+        return "%s (%s:%d)" % (self.node_id[:8].decode(errors="replace"), self.host.decode(errors="replace"),
+                               self.port)
 
     def connected(self, protocol):
         self.protocol = protocol
+        if self.lost_at is not None:
+            log.info("Bus link to {peer} is back after {seconds:.1f} s", peer=self.describe(),
+                     seconds=self.reactor.seconds() - self.lost_at)
+            self.lost_at = None
         self.runtime.bus_link_up(self.node_id)
 
     def lost(self, protocol):
         if self.protocol is protocol:
             self.protocol = None
+            self.lost_at = self.reactor.seconds()
+            log.info("Bus link to {peer} lost, reconnecting", peer=self.describe())
             return True
         return False
 
