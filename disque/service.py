@@ -13,6 +13,7 @@ command layer.  Embed a node in any Twisted application::
 
 import os
 import platform
+import re
 import resource
 import sys
 import time
@@ -48,6 +49,14 @@ def _rss() -> int:
             return int(f.read().split()[1]) * _PAGE
     except OSError:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _gcc_version() -> str:
+    """INFO gcc_version: the GCC that built the Python interpreter running
+    the node (this project compiles nothing itself), or 0.0.0 when it was
+    not GCC, as the original reports without GCC."""
+    m = re.search(r"GCC (\d+)\.(\d+)\.(\d+)", platform.python_compiler())
+    return ".".join(m.groups()) if m else "0.0.0"
 
 
 @implementer(INodeHost)
@@ -235,7 +244,8 @@ class NodeRuntime:
             "os": "%s %s %s" % (uname.system, uname.release, uname.machine),
             "arch_bits": 64 if sys.maxsize > 2**32 else 32,
             "multiplexing_api": type(self.reactor).__name__.replace("Reactor", "").lower() or "twisted",
-            "gcc_version": platform.python_version(),
+            "gcc_version": _gcc_version(),
+            "runtime": "%s %s" % (platform.python_implementation(), platform.python_version()),
             "process_id": os.getpid(),
             "run_id": self.run_id,
             "uptime": int(self.reactor.seconds() - self.start_time),

@@ -141,7 +141,9 @@ FILES = [
 KNOWN_DIFFERENCES = {
     # -- deliberate ---------------------------------------------------------
     "INFO field gcc_version":
-        "no C compiler involved: we report the Python version (format checked: x.y.z)",
+        "the GCC that built the Python interpreter, 0.0.0 if not GCC (format checked: x.y.z)",
+    "INFO field runtime":
+        "ours only: the Python implementation and version running the node",
     "INFO field mem_allocator":
         "Python's allocator, not jemalloc-4.0.3 (checked: non-empty)",
     "admin.md: DEBUG STRUCTSIZE":
@@ -771,7 +773,7 @@ def _info_sections(text):
 
 
 # INFO fields we show and the original does not (a KNOWN_DIFFERENCES key each).
-EXTRA_INFO_FIELDS = {}
+EXTRA_INFO_FIELDS = {"runtime": "INFO field runtime"}
 
 
 def check_info(exp, ours, r):

@@ -176,3 +176,17 @@ def test_exact_wake_ups_when_sooner_deadlines_come_after_later_ones():
     clock.advance(2.011)
     proto.dataReceived(cmd("QLEN", "soon2"))
     assert take(tr) == b":1\r\n"
+
+
+def test_info_server_names_the_runtime_and_the_interpreters_compiler():
+    import platform
+    import re
+
+    rt, _ = make_runtime()
+    proto, tr = connect(rt)
+    proto.dataReceived(cmd("INFO", "server"))
+    fields = dict(line.split(b":", 1) for line in take(tr).split(b"\r\n")[1:] if b":" in line)
+    assert fields[b"runtime"] == ("%s %s" % (platform.python_implementation(), platform.python_version())).encode()
+    built = re.search(r"GCC (\d+\.\d+\.\d+)", platform.python_compiler())
+    assert fields[b"gcc_version"] == (built.group(1) if built else "0.0.0").encode()
+    assert fields[b"gcc_version"] != platform.python_version().encode()

@@ -82,7 +82,7 @@ def info_server(ctx):
         ("disque_version", DISQUE_VERSION), ("disque_git_sha1", "00000000"),
         ("disque_git_dirty", 0), ("disque_build_id", p["build_id"]), ("os", p["os"]),
         ("arch_bits", p["arch_bits"]), ("multiplexing_api", p["multiplexing_api"]),
-        ("gcc_version", p["gcc_version"]), ("process_id", p["process_id"]),
+        ("gcc_version", p["gcc_version"]), ("runtime", p["runtime"]), ("process_id", p["process_id"]),
         ("run_id", p["run_id"]), ("tcp_port", ctx.config["port"]),
         ("uptime_in_seconds", p["uptime"]), ("uptime_in_days", p["uptime"] // 86400),
         ("hz", ctx.config["hz"]), ("executable", p["executable"]),
