@@ -371,11 +371,26 @@ class DisqueNodeService(MultiService):
                 self.reactor, host, client_port + BUS_PORT_OFFSET, bus, self.config["tcp-backlog"]))
         rt.links = Links(self.reactor, rt, self.bus_transport, binds[0])
         rt.after_batch()  # links to the peers of the node file; the node file of a new node
-        self._cron = task.LoopingCall(rt.tick)
+        self._cron = task.LoopingCall(self._cron_tick)
         self._cron.clock = self.reactor
-        self._cron.start(1.0 / max(self.config["hz"], 1), now=False)
+        self._hz = max(self.config["hz"], 1)
+        self._cron.start(1.0 / self._hz, now=False)
         log.info("Disque {version} node {id} ready to accept connections on port {port}",
                  version=DISQUE_VERSION, id=rt.node.my_id.decode(), port=self.listening_port)
+
+    def _cron_tick(self):
+        """The periodic work, ``hz`` times a second; a changed ``hz``
+        (CONFIG SET) takes effect from the next tick."""
+        self.runtime.tick()
+        hz = max(self.config["hz"], 1)
+        if hz != self._hz:
+            self._hz = hz
+            self.reactor.callLater(0, self._restart_cron)
+
+    def _restart_cron(self):
+        if self._cron is not None and self._cron.running:
+            self._cron.stop()
+            self._cron.start(1.0 / self._hz, now=False)
 
     @property
     def listening_port(self):
