@@ -29,7 +29,7 @@ from .bus import wire
 from .bus.links import BUS_PORT_OFFSET, Links
 from .bus.protocol import BusServerFactory
 from .core.cluster import new_node_id, parse_nodes_file
-from .core.effects import Link, Persist, Rekey, Reply, Send, SendLink, Unlink
+from .core.effects import execute
 from .core.node import NodeState
 from .heap import HeapFreezer
 from .interfaces import INodeHost
@@ -70,6 +70,7 @@ class NodeRuntime:
         self.on_shutdown = on_shutdown
         self.nodes_path = nodes_path  # the node file; None: not kept (in-memory tests)
         self.links = None  # disque.bus.links.Links once the bus runs
+        self._frames = {}  # bus frames encoded in the current drain round, by message
         self._bus_batch = 0  # >0 while a bus read is being handed to the core
         now = int(reactor.seconds() * 1000)
         self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
@@ -91,34 +92,43 @@ class NodeRuntime:
         self.node.now = int(self.reactor.seconds() * 1000)
 
     def drain(self):
-        node = self.node
-        outbox = node.outbox  # shared with node.cluster: never rebound
+        """Execute the core's effects, and those they cause, in order."""
+        outbox = self.node.outbox  # shared with node.cluster: never rebound
         while outbox:
             effects = outbox[:]
             outbox.clear()
-            frames = {}  # one encoding per message, however many receivers
-            for effect in effects:
-                kind = type(effect)
-                if kind is Reply:
-                    conn = effect.client.conn
-                    conn.deliver(effect.payload)
-                elif kind is Persist:
-                    self.persistence.append(effect.record)
-                elif kind is Send:
-                    if self.links is not None:
-                        self.links.send(effect.node_id, self._frame(frames, effect.message))
-                elif kind is SendLink:
-                    effect.link.send_frame(self._frame(frames, effect.message))
-                elif self.links is None:
-                    continue
-                elif kind is Link:
-                    self.links.ensure(effect.node_id, effect.host, effect.port)
-                elif kind is Unlink:
-                    self.links.drop(effect.node_id)
-                elif kind is Rekey:
-                    self.links.rekey(effect.old, effect.new)
+            self._frames = {}  # one encoding per message, however many receivers
+            execute(effects, self)
 
-    def _frame(self, frames, msg):
+    # The effect executor (disque.core.effects.execute).
+
+    def on_reply(self, effect):
+        effect.client.conn.deliver(effect.payload)
+
+    def on_persist(self, effect):
+        self.persistence.append(effect.record)
+
+    def on_send(self, effect):
+        if self.links is not None:
+            self.links.send(effect.node_id, self._frame(effect.message))
+
+    def on_send_link(self, effect):
+        effect.link.send_frame(self._frame(effect.message))
+
+    def on_link(self, effect):
+        if self.links is not None:
+            self.links.ensure(effect.node_id, effect.host, effect.port)
+
+    def on_unlink(self, effect):
+        if self.links is not None:
+            self.links.drop(effect.node_id)
+
+    def on_rekey(self, effect):
+        if self.links is not None:
+            self.links.rekey(effect.old, effect.new)
+
+    def _frame(self, msg):
+        frames = self._frames
         frame = frames.get(id(msg))
         if frame is None:
             frame = frames[id(msg)] = wire.encode(self.node.cluster.header(), msg)

@@ -160,30 +160,7 @@ class SimCluster:
         node = self.nodes[i]
         effects = node.outbox[:]
         node.outbox.clear()
-        for e in effects:
-            kind = type(e)
-            if kind is E.Send:
-                link = self.outbound[i].get(e.node_id)
-                if link is not None and link.up and link.other is not None:
-                    self.queue.append((i, link.other.owner, node.cluster.header(), e.message, link.other))
-            elif kind is E.SendLink:
-                other = e.link.other
-                if other is not None and e.link.up:
-                    self.queue.append((i, other.owner, node.cluster.header(), e.message, other))
-            elif kind is E.Link:
-                self.outbound[i][e.node_id] = SimLink(i, e.node_id, e.host)
-                self.outbound[i][e.node_id].up = False
-                self.outbound[i][e.node_id].other = None
-                self._connect(i, self.outbound[i][e.node_id], e.host, e.port)
-            elif kind is E.Unlink:
-                self.outbound[i].pop(e.node_id, None)
-            elif kind is E.Rekey:
-                link = self.outbound[i].pop(e.old, None)
-                if link is not None:
-                    link.node_id = e.new
-                    self.outbound[i][e.new] = link
-            elif kind is E.Reply:
-                self.replies.append((i, e.client, e.payload))
+        E.execute(effects, _NodeEffects(self, i))
 
     def _connect(self, i, link, host, port):
         if port not in self.ports:
@@ -219,3 +196,50 @@ class SimCluster:
                     peer = node.cluster.nodes.get(link.node_id)
                     if peer is not None:
                         self._connect(i, link, peer.host, peer.port)
+
+
+class _NodeEffects:
+    """Executes the effects of node ``i`` inside a SimCluster (the same
+    dispatch as the real runtime: :func:`disque.core.effects.execute`).
+    Persist effects are ignored: a simulated node has no disk."""
+
+    __slots__ = ("sim", "i")
+
+    def __init__(self, sim, i):
+        self.sim = sim
+        self.i = i
+
+    def on_send(self, e):
+        sim, i = self.sim, self.i
+        link = sim.outbound[i].get(e.node_id)
+        if link is not None and link.up and link.other is not None:
+            sim.queue.append((i, link.other.owner, sim.nodes[i].cluster.header(), e.message, link.other))
+
+    def on_send_link(self, e):
+        sim, i = self.sim, self.i
+        other = e.link.other
+        if other is not None and e.link.up:
+            sim.queue.append((i, other.owner, sim.nodes[i].cluster.header(), e.message, other))
+
+    def on_link(self, e):
+        sim, i = self.sim, self.i
+        link = sim.outbound[i][e.node_id] = SimLink(i, e.node_id, e.host)
+        link.up = False
+        link.other = None
+        sim._connect(i, link, e.host, e.port)
+
+    def on_unlink(self, e):
+        self.sim.outbound[self.i].pop(e.node_id, None)
+
+    def on_rekey(self, e):
+        links = self.sim.outbound[self.i]
+        link = links.pop(e.old, None)
+        if link is not None:
+            link.node_id = e.new
+            links[e.new] = link
+
+    def on_reply(self, e):
+        self.sim.replies.append((self.i, e.client, e.payload))
+
+    def on_persist(self, e):
+        pass

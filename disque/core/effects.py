@@ -62,3 +62,16 @@ class Rekey(NamedTuple):
 
     old: bytes
     new: bytes
+
+
+# One dispatch for every host that executes effects (the node runtime, the
+# in-memory SimCluster): an executor has one ``on_<kind>(effect)`` method per
+# effect type.
+_HANDLER = {Reply: "on_reply", Persist: "on_persist", Send: "on_send", SendLink: "on_send_link",
+            Link: "on_link", Unlink: "on_unlink", Rekey: "on_rekey"}
+
+
+def execute(effects, executor) -> None:
+    """Hand every effect, in order, to ``executor.on_<kind>(effect)``."""
+    for effect in effects:
+        getattr(executor, _HANDLER[type(effect)])(effect)
