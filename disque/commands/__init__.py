@@ -41,13 +41,18 @@ class ReplySlot:
 
 
 class Command:
-    __slots__ = ("name", "arity", "flags", "handler", "calls", "usec", "denyoom")
+    """A table entry.  ``flags`` are the original's, as COMMAND shows them;
+    ``before_auth`` (ours, not shown) lets the command run before AUTH
+    when ``requirepass`` is set."""
 
-    def __init__(self, name, arity, flags, handler):
+    __slots__ = ("name", "arity", "flags", "handler", "calls", "usec", "denyoom", "before_auth")
+
+    def __init__(self, name, arity, flags, handler, before_auth=False):
         self.name = name
         self.arity = arity
         self.flags = flags
         self.denyoom = b"denyoom" in flags
+        self.before_auth = before_auth
         self.handler = handler
         self.calls = 0
         self.usec = 0
@@ -65,12 +70,12 @@ ORDER = (
 )
 
 
-def command(name: str, arity: int, flags: str):
-    """Decorator registering a handler."""
+def command(name: str, arity: int, flags: str, before_auth: bool = False):
+    """Decorator registering a handler (see :class:`Command`)."""
 
     def register(handler):
         key = name.encode()
-        TABLE[key] = Command(key, arity, tuple(f.encode() for f in flags.split()), handler)
+        TABLE[key] = Command(key, arity, tuple(f.encode() for f in flags.split()), handler, before_auth)
         return handler
 
     return register
@@ -93,7 +98,7 @@ def dispatch(ctx, client, argv) -> bytes:
     n = len(argv)
     if (arity > 0 and arity != n) or n < -arity:
         return b"-ERR wrong number of arguments for '" + cmd.name + b"' command\r\n"
-    if not client.authenticated and cmd.handler is not _auth_handler[0] and ctx.config["requirepass"]:
+    if not client.authenticated and not cmd.before_auth and ctx.config["requirepass"]:
         return NOAUTH  # (no password any more, e.g. CONFIG SET requirepass "": nobody is locked out)
     if cmd.denyoom and ctx.node.memory_level >= 3:
         return OOM
@@ -112,9 +117,6 @@ def dispatch(ctx, client, argv) -> bytes:
     if usec >= ctx.slowlog_threshold >= 0:
         ctx.slowlog.add(ctx.node.now // 1000, usec, argv, ctx.config["slowlog-max-len"])
     return result
-
-
-_auth_handler = [None]  # set by commands.server to exempt AUTH from NOAUTH
 
 
 def feed_monitors(ctx, client, argv) -> None:

@@ -7,7 +7,7 @@ from .. import DISQUE_VERSION
 from ..config import ConfigSetError
 from ..core.node import CommandError
 from ..resp import reply as R
-from . import ORDER, TABLE, _auth_handler, command
+from . import ORDER, TABLE, command
 from .args import parse_int_or_error, parse_ll
 from .jobs import SYNTAX
 
@@ -344,7 +344,7 @@ def client_kill(ctx, client, argv):
 # AUTH, MONITOR, SHUTDOWN, BGREWRITEAOF, SLOWLOG, LATENCY, DEBUG
 # ----------------------------------------------------------------------
 
-@command("auth", 2, "readonly loading fast")
+@command("auth", 2, "readonly loading fast", before_auth=True)
 def auth(ctx, client, argv):
     password = ctx.config["requirepass"]
     if not password:
@@ -356,7 +356,6 @@ def auth(ctx, client, argv):
     return R.err(b"invalid password")
 
 
-_auth_handler[0] = auth
 
 
 def _constant_time_equal(a: bytes, b: bytes) -> bool:

@@ -57,7 +57,7 @@ class ClusterMixin:
         handler = self._HANDLERS.get(type(msg))
         if handler is not None:
             handler(self, header.sender, msg)
-            if self._ready:  # jobs came in (YOURJOBS, ENQUEUE, ...) for blocked clients
+            if self.ready:  # jobs came in (YOURJOBS, ENQUEUE, ...) for blocked clients
                 self.serve_ready()
 
     def cluster_cron(self) -> None:

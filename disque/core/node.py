@@ -90,7 +90,9 @@ class NodeState(ClusterMixin):
         self.persist = False  # emit Persist effects (AOF on)
         self._prev_ctime = 0
         self._my_delivered = (node_id,)
-        self._ready = []  # queues that got jobs while clients wait on them
+        # Queues that got jobs while clients wait on them; serve_ready() empties
+        # it.  Public so that a host can skip the call when it is empty.
+        self.ready = []
         self._blocked = {}  # client -> Blocked
         self._deadlines = []  # heap of (deadline, seq, Blocked); stale when done
         self._timers_added = False  # a blocked-client or replication deadline was added
@@ -189,7 +191,7 @@ class NodeState(ClusterMixin):
         q.atime = self.now // 1000
         q.jobs_in += 1
         if q.waiting and not q.flags & PAUSED_OUT:
-            self._ready.append(q)
+            self.ready.append(q)
         return True
 
     def enqueue_first(self, job) -> bool:
@@ -341,7 +343,7 @@ class NodeState(ClusterMixin):
             q.atime = now // 1000
             q.jobs_in += 1
             if q.waiting and not q.flags & PAUSED_OUT:
-                self._ready.append(q)
+                self.ready.append(q)
         if self.persist:
             self.outbox.append(Persist((b"LOADJOB", job)))
         return job
@@ -586,7 +588,7 @@ class NodeState(ClusterMixin):
     def serve_ready(self) -> None:
         """Hand queued jobs to clients blocked on them, first come first
         served, one job per client (handleClientsBlockedOnQueues)."""
-        ready = self._ready
+        ready = self.ready
         while ready:
             q = ready.pop()
             while q.waiting and q.jobs and not q.flags & PAUSED_OUT:
@@ -628,7 +630,7 @@ class NodeState(ClusterMixin):
             was_out = q.flags & PAUSED_OUT
             q.flags = flags
             if was_out and not flags & PAUSED_OUT and q.waiting and q.jobs:
-                self._ready.append(q)
+                self.ready.append(q)
             if not flags:
                 self._idle_queues[q.name] = q
         return q.flags if q is not None else 0
@@ -745,7 +747,7 @@ class NodeState(ClusterMixin):
         waiting = [b for b in self._blocked.values()]
         self.queues.clear()
         self._idle_queues.clear()
-        self._ready.clear()
+        self.ready.clear()
         for b in waiting:
             for i, q in enumerate(b.queues):
                 fresh = self.queue_for(q.name)

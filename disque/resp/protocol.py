@@ -114,7 +114,7 @@ class RespProtocol(Protocol):
                 rt.wait_unpause(self)
                 break
             result = dispatch(ctx, client, argv)
-            if node._ready:
+            if node.ready:
                 node.serve_ready()
             if result is BLOCKED:
                 self.parked = True
