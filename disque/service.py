@@ -123,6 +123,9 @@ class NodeRuntime:
         if self.links is not None:
             self.links.drop(effect.node_id)
 
+    def on_notice(self, effect):
+        log.info("{text}", text=effect.text)
+
     def on_rekey(self, effect):
         if self.links is not None:
             self.links.rekey(effect.old, effect.new)

@@ -53,6 +53,7 @@ class SimCluster:
         self.cut = set()  # frozenset({i, j}) pairs that cannot talk
         self.delivered = []  # (sender index, receiver index, msg) log
         self.replies = []  # (node index, client handle, payload) of Reply effects
+        self.notices = []  # (node index, text) of Notice effects: what the node would log
         for i in range(n):
             self.add_node(node_timeout)
 
@@ -243,3 +244,6 @@ class _NodeEffects:
 
     def on_persist(self, e):
         pass
+
+    def on_notice(self, e):
+        self.sim.notices.append((self.i, e.text))

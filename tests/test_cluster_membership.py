@@ -99,6 +99,26 @@ def test_failure_detection_pfail_then_fail_then_recovery():
     assert full_mesh(sim)
 
 
+
+def test_failure_and_recovery_are_one_notice_each_per_survivor():
+    """What operators read: one line when a peer is flagged as failing and
+    one when it is back, however long it stays down."""
+    sim = SimCluster(3, node_timeout=2000)
+    sim.chain_meet()
+    sim.settle()
+    assert sim.notices == []
+    sim.kill(2)
+    short = sim.nodes[2].my_id[:8].decode()
+    sim.advance(20000)
+    failing = [(i, t) for i, t in sim.notices if short in t and "flagged as failing" in t]
+    assert sorted(i for i, _ in failing) == [0, 1], sim.notices
+    sim.revive(2)
+    sim.advance(3000)
+    back = [(i, t) for i, t in sim.notices if short in t and "reachable again" in t]
+    assert sorted(i for i, _ in back) == [0, 1], sim.notices
+    assert len(sim.notices) == 4, sim.notices
+
+
 def test_a_minority_cannot_fail_a_node_alone():
     sim = SimCluster(5, node_timeout=1000)
     sim.chain_meet()

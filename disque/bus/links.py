@@ -50,8 +50,7 @@ class PeerLink:
         self.host = host
         self.port = port
         self.protocol = None
-        self.reactor = links.reactor
-        self.lost_at = None  # when the link went down (reactor seconds), None while up or never up
+        self.links = links
         endpoint = links.transport.endpoint(links.reactor, host.decode(), port + BUS_PORT_OFFSET, links.bind_host)
         self.service = _PeerService(endpoint, _LinkFactory(self), retryPolicy=backoffPolicy(0.1, 1.0, 2.0),
                                     clock=links.reactor)
@@ -63,17 +62,18 @@ class PeerLink:
 
     def connected(self, protocol):
         self.protocol = protocol
-        if self.lost_at is not None:
+        lost_at = self.links.down_since.pop(self.node_id, None)
+        if lost_at is not None:
             log.info("Bus link to {peer} is back after {seconds:.1f} s", peer=self.describe(),
-                     seconds=self.reactor.seconds() - self.lost_at)
-            self.lost_at = None
+                     seconds=self.links.reactor.seconds() - lost_at)
         self.runtime.bus_link_up(self.node_id)
 
     def lost(self, protocol):
         if self.protocol is protocol:
             self.protocol = None
-            self.lost_at = self.reactor.seconds()
-            log.info("Bus link to {peer} lost, reconnecting", peer=self.describe())
+            if self.node_id not in self.links.down_since:
+                self.links.down_since[self.node_id] = self.links.reactor.seconds()
+                log.info("Bus link to {peer} lost, reconnecting", peer=self.describe())
             return True
         return False
 
@@ -100,6 +100,10 @@ class Links:
         self.transport = transport
         self.bind_host = bind_host
         self.by_id = {}
+        # node ID -> when its link went down (reactor seconds), until it is
+        # back: kept here, not on the PeerLink, because the core may replace
+        # a peer's link (new address, new handshake) while it is down.
+        self.down_since = {}
 
     def ensure(self, node_id, host, port):
         link = self.by_id.get(node_id)
@@ -110,6 +114,7 @@ class Links:
         self.by_id[node_id] = PeerLink(self, node_id, host, port)
 
     def drop(self, node_id):
+        self.down_since.pop(node_id, None)
         link = self.by_id.pop(node_id, None)
         if link is not None:
             link.stop()
@@ -123,6 +128,10 @@ class Links:
             stale.stop()
         link.rename(new)
         self.by_id[new] = link
+        if link.protocol is not None and new in self.down_since:
+            # a handshake (temporary ID) reached a peer whose link was down
+            log.info("Bus link to {peer} is back after {seconds:.1f} s", peer=link.describe(),
+                     seconds=self.reactor.seconds() - self.down_since.pop(new))
 
     def send(self, node_id, frame):
         link = self.by_id.get(node_id)

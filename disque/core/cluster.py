@@ -38,7 +38,7 @@ import os
 import random as _random
 
 from . import messages as M
-from .effects import Link, Rekey, Send, SendLink, Unlink
+from .effects import Link, Notice, Rekey, Send, SendLink, Unlink
 
 FORGET_BLACKLIST_MS = 60_000
 HANDSHAKE_TIMEOUT_MIN_MS = 1000
@@ -272,15 +272,14 @@ class ClusterView:
             sender.ping_sent = 0
             sender.pong_received = now
             if sender.pfail or sender.fail:
-                sender.pfail = sender.fail = False
+                self._clear_failure(sender)
         elif kind is M.Meet or kind is M.Ping:
             if sender.pfail or sender.fail:  # it talks: not failed from our side
-                sender.pfail = sender.fail = False
+                self._clear_failure(sender)
         if kind is M.Fail:
             target = self.nodes.get(msg.node_id)
             if target is not None and target is not self.myself and not target.fail:
-                target.fail = True
-                target.pfail = True
+                self._flag_failed(target, "as %s says" % sender.id[:8].decode(errors="replace"))
             return True
         if kind in (M.Meet, M.Ping, M.Pong):
             self._process_gossip(sender, msg.gossip, now)
@@ -335,8 +334,22 @@ class ClusterView:
         valid = now - 2 * self.node_timeout
         reports = sum(1 for t in node.fail_reports.values() if t >= valid)
         if reports + 1 >= self.size // 2 + 1:
-            node.fail = True
+            self._flag_failed(node, "by %d of %d nodes" % (reports + 1, self.size))
             self.broadcast(M.Fail(node.id))
+
+    def _flag_failed(self, node, why: str) -> None:
+        node.fail = True
+        node.pfail = True
+        self.outbox.append(Notice("Node %s (%s:%d) flagged as failing, %s"
+                                  % (node.id[:8].decode(errors="replace"), node.host.decode(errors="replace"),
+                                     node.port, why)))
+
+    def _clear_failure(self, node) -> None:
+        if node.fail:
+            self.outbox.append(Notice("Node %s (%s:%d) is reachable again: no longer failing"
+                                      % (node.id[:8].decode(errors="replace"), node.host.decode(errors="replace"),
+                                         node.port)))
+        node.pfail = node.fail = False
 
     # -- periodic work -----------------------------------------------------
 

@@ -64,11 +64,18 @@ class Rekey(NamedTuple):
     new: bytes
 
 
+class Notice(NamedTuple):
+    """Something an operator should read in the log (a peer flagged as
+    failing, or back): one line, at info level."""
+
+    text: str
+
+
 # One dispatch for every host that executes effects (the node runtime, the
 # in-memory SimCluster): an executor has one ``on_<kind>(effect)`` method per
 # effect type.
 _HANDLER = {Reply: "on_reply", Persist: "on_persist", Send: "on_send", SendLink: "on_send_link",
-            Link: "on_link", Unlink: "on_unlink", Rekey: "on_rekey"}
+            Link: "on_link", Unlink: "on_unlink", Rekey: "on_rekey", Notice: "on_notice"}
 
 
 def execute(effects, executor) -> None:
