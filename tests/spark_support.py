@@ -150,17 +150,6 @@ def stop_driver(proc, timeout=30):
     kill_driver(proc)
 
 
-def wait_until(predicate, timeout, what, interval=0.2):
-    deadline = time.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.time() > deadline:
-            raise AssertionError("timed out after %ds waiting for %s (last: %r)" % (timeout, what, value))
-        time.sleep(interval)
-
-
 # ----------------------------------------------------------------------
 # Driver processes for the recovery tests (run by run_driver)
 # ----------------------------------------------------------------------

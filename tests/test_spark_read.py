@@ -10,8 +10,8 @@ from pyspark import TaskContext
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-from spark_support import add_jobs, jscan_all, nodes_option, total_qlen, wait_until
-from support import call, show
+from spark_support import add_jobs, jscan_all, nodes_option, total_qlen
+from support import call, show, wait_for
 
 
 def test_batch_read_returns_each_job_once_with_its_fields(spark, spark_cluster):
@@ -73,11 +73,11 @@ def test_streaming_read_moves_10000_jobs_and_acks_them_all(spark, spark_cluster,
              .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ckpt"))
              .trigger(processingTime="100 milliseconds").start())
     try:
-        wait_until(lambda: len(seen) >= 10000, 120, "10000 jobs through foreachBatch")
+        wait_for(lambda: len(seen) >= 10000, 120, what="10000 jobs through foreachBatch", interval=0.2)
         # Every job acknowledged and collected on every node: the last batch
         # is committed (ACKed) by the empty batch the source adds for it.
-        wait_until(lambda: not any(jscan_all(n, "QUEUE", "sr") for n in nodes), 60,
-                   "no job of queue sr left on any node")
+        wait_for(lambda: not any(jscan_all(n, "QUEUE", "sr") for n in nodes), 60,
+                 what="no job of queue sr left on any node", interval=0.2)
         assert query.exception() is None
     finally:
         query.stop()
@@ -119,9 +119,10 @@ def test_a_retried_read_task_reads_the_same_jobs(spark, spark_cluster, tmp_path)
              .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ckpt"))
              .trigger(processingTime="100 milliseconds").start())
     try:
-        wait_until(lambda: len(seen) >= len(sent) or query.exception(), 120, "every job through the sink")
-        wait_until(lambda: not any(jscan_all(n, "QUEUE", "rt") for n in nodes), 60,
-                   "no job of queue rt left on any node")
+        wait_for(lambda: len(seen) >= len(sent) or query.exception(), 120, what="every job through the sink",
+                 interval=0.2)
+        wait_for(lambda: not any(jscan_all(n, "QUEUE", "rt") for n in nodes), 60,
+                 what="no job of queue rt left on any node", interval=0.2)
         assert query.exception() is None
     finally:
         query.stop()

@@ -17,7 +17,8 @@ import time
 import pytest
 
 from spark_support import (add_jobs, jscan_all, kill_driver, nodes_option, queued_bodies, run_driver,
-                           stop_driver, total_qlen, wait_until)
+                           stop_driver, total_qlen)
+from support import wait_for
 
 READ_JOBS = 3000
 FILES, ROWS_PER_FILE = 6, 400
@@ -43,20 +44,20 @@ def streaming_read_driver_killed_mid_batch_loses_nothing(nodes, tmp_path):
     try:
         # Two batches through the sink, then kill inside a later one: its
         # sink has begun (jobs taken, offset logged) and not written yet.
-        wait_until(lambda: len(sink_lines(sink + ".batches")) >= 2 or driver.poll() is not None, 150,
-                   "two batches in the sink")
+        wait_for(lambda: len(sink_lines(sink + ".batches")) >= 2 or driver.poll() is not None, 150,
+                 what="two batches in the sink", interval=0.2)
         assert driver.poll() is None, open(log).read()[-3000:]
-        wait_until(lambda: len(sink_lines(sink + ".begun")) > len(sink_lines(sink + ".batches")) >= 2,
-                   30, "a batch in its sink", interval=0.02)
+        wait_for(lambda: len(sink_lines(sink + ".begun")) > len(sink_lines(sink + ".batches")) >= 2,
+                 30, what="a batch in its sink", interval=0.02)
         kill_driver(driver)
         killed_batch = int(sink_lines(sink + ".begun")[-1])
         written_before = len(sink_lines(sink + ".batches"))
         assert len(sink_lines(sink)) < READ_JOBS
         driver = run_driver("read", *args, log=log)
-        wait_until(lambda: {line.split(b" ", 1)[0] for line in sink_lines(sink)} >= set(sent)
-                   or driver.poll() is not None, 150, "every job in the sink")
-        wait_until(lambda: not any(jscan_all(n, "QUEUE", "kr") for n in nodes), 60,
-                   "every job acknowledged and collected")
+        wait_for(lambda: {line.split(b" ", 1)[0] for line in sink_lines(sink)} >= set(sent)
+                 or driver.poll() is not None, 150, what="every job in the sink", interval=0.2)
+        wait_for(lambda: not any(jscan_all(n, "QUEUE", "kr") for n in nodes), 60,
+                 what="every job acknowledged and collected", interval=0.2)
     finally:
         stop_driver(driver)
     # The restarted query first replayed the batch it was killed in (by ID,
@@ -89,8 +90,8 @@ def streaming_write_driver_killed_mid_batch_no_duplicates_no_losses(nodes, tmp_p
         def mid_batch():
             n = total_qlen(nodes, "kw")
             return n > ROWS_PER_FILE and n % ROWS_PER_FILE and n
-        written = wait_until(lambda: mid_batch() or driver.poll() is not None, 150,
-                             "the second or a later batch half written", interval=0.02)
+        written = wait_for(lambda: mid_batch() or driver.poll() is not None, 150,
+                           what="the second or a later batch half written", interval=0.02)
         kill_driver(driver)
         assert written is not True and total_qlen(nodes, "kw") < FILES * ROWS_PER_FILE, open(log).read()[-3000:]
         driver = run_driver("write", *args, log=log)

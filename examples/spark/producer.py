@@ -1,5 +1,5 @@
 """Add orders to the ``orders`` queue of a Disque cluster, pipelined over
-one connection.
+one connection (the connector's own blocking client).
 
     python examples/spark/producer.py --nodes 127.0.0.1:7711 --count 10000
 """
@@ -7,17 +7,15 @@ one connection.
 import argparse
 import json
 import random
-import socket
 
-import hiredis
+from disque.spark.connection import Connection, ServerError, split_address
 
 
-def encode(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
+def orders(queue, count):
+    for i in range(count):
+        order = {"order": i, "item": random.choice(["tea", "coffee", "cake"]),
+                 "quantity": random.randint(1, 5), "price": round(random.uniform(1, 9), 2)}
+        yield ("ADDJOB", queue, json.dumps(order), 5000, "RETRY", 30)
 
 
 def main():
@@ -26,29 +24,13 @@ def main():
     parser.add_argument("--queue", default="orders")
     parser.add_argument("--count", type=int, default=10000)
     args = parser.parse_args()
-    host, _, port = args.nodes.split(",")[0].rpartition(":")
-    sock = socket.create_connection((host, int(port)))
-    reader = hiredis.Reader()
-    window = 500
+    host, port = split_address(args.nodes.split(",")[0])
     sent = 0
-    for start in range(0, args.count, window):
-        n = min(window, args.count - start)
-        batch = []
-        for i in range(start, start + n):
-            order = {"order": i, "item": random.choice(["tea", "coffee", "cake"]),
-                     "quantity": random.randint(1, 5), "price": round(random.uniform(1, 9), 2)}
-            batch.append(encode("ADDJOB", args.queue, json.dumps(order), 5000, "RETRY", 30))
-        sock.sendall(b"".join(batch))
-        got = 0
-        while got < n:
-            reply = reader.gets()
-            if reply is False:
-                reader.feed(sock.recv(65536))
-                continue
-            if isinstance(reply, hiredis.ReplyError):
+    with Connection(host, port) as conn:
+        for reply in conn.stream(orders(args.queue, args.count), 500):
+            if isinstance(reply, ServerError):
                 raise SystemExit("ADDJOB failed: %s" % reply)
-            got += 1
-        sent += n
+            sent += 1
     print("added %d jobs to %s" % (sent, args.queue))
 
 
