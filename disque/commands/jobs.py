@@ -90,19 +90,14 @@ def addjob(ctx, client, argv):
             raise SYNTAX
         i += 1
     timeout = parse_timeout(argv[3])
+    job = None
     if dedup is not None:
-        found = node.find_dedup(argv[1], dedup)
-        if found is not None:
-            if type(found) is bytes:
-                return b"+" + found + b"\r\n"
-            job = found
-            if job.state != J.WAIT_REPL:
-                return b"+" + job.id + b"\r\n"
-            slot = ReplySlot(client.conn)
-            node.await_replication(job, slot, timeout, b"+" + job.id + b"\r\n", NOREPL_TIMEOUT)
-            return slot
-    job = node.add_job(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_, dedup)
-    if job.state == J.WAIT_REPL:
+        job = node.find_dedup(argv[1], dedup)
+        if type(job) is bytes:  # the ID of a job gone within the window
+            return b"+" + job + b"\r\n"
+    if job is None:
+        job = node.add_job(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_, dedup)
+    if job.state == J.WAIT_REPL:  # new, or a repeat of one still replicating: its outcome
         slot = ReplySlot(client.conn)
         node.await_replication(job, slot, timeout, b"+" + job.id + b"\r\n", NOREPL_TIMEOUT)
         return slot

@@ -356,8 +356,6 @@ def auth(ctx, client, argv):
     return R.err(b"invalid password")
 
 
-
-
 def _constant_time_equal(a: bytes, b: bytes) -> bool:
     import hmac
 

@@ -222,7 +222,7 @@ class ClusterMixin:
         pending.reply(self.outbox, pending.fail)
         for node_id in job.delivered:
             if node_id != self.my_id:
-                self.cluster.send(node_id, M.DelJob(job.id, True))
+                self.cluster.send(node_id, M.DelJob(job.id, void=True))
         if self.jobs.get(job.id) is job:
             self.unregister(job)
 
@@ -449,9 +449,7 @@ class ClusterMixin:
             job = self.jobs.get(rec.id)
             if job is None:
                 job = self.job_from_record(rec, 1)
-                self.jobs.add(job.id, job)
-                if job.dedup is not None:
-                    self.dedup.add(job)
+                self.table_add(job)
                 if self.persist:
                     self.outbox.append(Persist((b"LOADJOB", job)))
             else:

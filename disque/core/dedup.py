@@ -107,6 +107,3 @@ class DedupIndex:
         self.live.clear()
         self.gone.clear()
         self._expiry.clear()
-
-    def __len__(self):
-        return len(self.live) + len(self.gone)

@@ -128,11 +128,18 @@ class NodeState(ClusterMixin):
     def lookup(self, job_id: bytes):
         return self.jobs.get(job_id)
 
-    def register(self, job) -> bool:
+    def table_add(self, job) -> bool:
+        """Put ``job`` in the job table and its DEDUP key in the index
+        (ADDJOB's fast path does both inline); False if the ID is taken."""
         if not self.jobs.add(job.id, job):
             return False
         if job.dedup is not None:
             self.dedup.add(job)
+        return True
+
+    def register(self, job) -> bool:
+        if not self.table_add(job):
+            return False
         self.update_awake(job)
         return True
 
@@ -656,9 +663,7 @@ class NodeState(ClusterMixin):
         if old is not None:
             self.unregister(old, void=True)
         job.awake = 0
-        self.jobs.add(job.id, job)
-        if job.dedup is not None:
-            self.dedup.add(job)
+        self.table_add(job)
 
     def load_delete(self, job_id: bytes) -> None:
         """A DELJOB record.  Keys of deleted jobs are not remembered across
