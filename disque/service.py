@@ -28,7 +28,7 @@ from .commands.context import Context
 from .bus import wire
 from .bus.links import BUS_PORT_OFFSET, Links
 from .bus.protocol import BusServerFactory
-from .core.cluster import new_node_id, parse_nodes_file
+from .core.membership import new_node_id, parse_nodes_file
 from .core.effects import execute
 from .core.node import NodeState
 from .heap import HeapFreezer
@@ -75,7 +75,7 @@ class NodeRuntime:
         now = int(reactor.seconds() * 1000)
         self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
         self.node.cluster.node_timeout = config["cluster-node-timeout"]
-        self.node.dedup.window = config["dedup-window"] * 1000
+        self.node.jobs.dedup.window = config["dedup-window"] * 1000
         self.ctx = Context(self.node, config, self)
         self.start_time = reactor.seconds()
         self.run_id = os.urandom(20).hex()
@@ -140,7 +140,7 @@ class NodeRuntime:
     def after_batch(self):
         if self.node.outbox:
             self.drain()
-        self.node.update_memory_level(self.config["maxmemory"])
+        self.node.memory.update_level(self.config["maxmemory"])
         if self.node.cluster.dirty:
             self.save_nodes()
         self.persistence.flush()
@@ -210,8 +210,8 @@ class NodeRuntime:
         self._wake = None
         self.set_time()
         self.node.cluster.node_timeout = self.config["cluster-node-timeout"]
-        self.node.dedup.window = self.config["dedup-window"] * 1000
-        self.node.set_memory_limit(self.config["maxmemory"])
+        self.node.jobs.dedup.window = self.config["dedup-window"] * 1000
+        self.node.memory.set_limit(self.config["maxmemory"])
         self.node.tick()
         self.ctx.stats.sample(self.node.now)
         rss = _rss()
@@ -270,7 +270,7 @@ class NodeRuntime:
         (what maxmemory is compared with), peak is of RSS."""
         rss = _rss()
         self.peak_memory = max(self.peak_memory, rss)
-        return self.node.memory_used(), rss, self.peak_memory
+        return self.node.memory.used(), rss, self.peak_memory
 
     def cpu_times(self):
         t = os.times()
@@ -345,7 +345,7 @@ class DisqueNodeService(MultiService):
         if self.persistence.load(self.runtime.node):
             log.info("DB loaded from append only file: {n} jobs", n=len(self.runtime.node.jobs))
         fed_name, _, fed_args = config["federation-policy"].partition(":")
-        self.runtime.node.federation = find_strategy(IFederationPolicyFactory, fed_name).makePolicy(fed_args, config)
+        self.runtime.node.federation.policy = find_strategy(IFederationPolicyFactory, fed_name).makePolicy(fed_args, config)
         self.ports = []
         self.bus_ports = []
         self._cron = None

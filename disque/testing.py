@@ -64,7 +64,7 @@ class SimCluster:
         node_id = bytes(self.rng.getrandbits(8) for _ in range(20)).hex().encode()
         node = NodeState(node_id, self.now, rng=random.Random(self.rng.random()), port=BASE_PORT + i)
         node.cluster.node_timeout = node_timeout
-        node.federation = self.policy_factory()
+        node.federation.policy = self.policy_factory()
         self.nodes.append(node)
         self.ports.append(BASE_PORT + i)
         self.alive.append(True)
@@ -113,12 +113,18 @@ class SimCluster:
 
     def chain_meet(self):
         for i in range(len(self.nodes) - 1):
-            self.call(i, "meet", HOST, self.ports[i + 1])
+            self.call(i, "cluster.meet", HOST, self.ports[i + 1], self.now, True)
 
     def call(self, i, method, *args):
+        """Node ``i`` runs ``method`` (a dotted path from the node, such as
+        ``"acks.ack_jobs"``) at the cluster's time; then its effects are
+        executed and the messages delivered."""
         node = self.nodes[i]
         node.set_time(self.now)
-        result = getattr(node, method)(*args)
+        target = node
+        for name in method.split("."):
+            target = getattr(target, name)
+        result = target(*args)
         self._drain(i)
         self.pump()
         return result

@@ -21,7 +21,7 @@ def config(tmp_path, **kw):
 
 def write_jobs(tmp_path, n, state=J.QUEUED, retry=30):
     node = NodeState(b"a" * 40, now=1_000_000)
-    jobs = [node.add_job(b"q", b"body-%d" % i, 1, 0, retry, 3600, 0, False) for i in range(n)]
+    jobs = [node.addjob.add(b"q", b"body-%d" % i, 1, 0, retry, 3600, 0, False) for i in range(n)]
     with open(tmp_path / "disque.aof", "wb") as f:
         for j in jobs:
             j.state = state
@@ -51,7 +51,7 @@ def test_load_rules_and_progress_log(tmp_path, monkeypatch):
         p.close()
     assert len(node.jobs) == 19 and jobs[0].id not in node.jobs  # the DELJOB applied
     assert all(j.state == J.ACTIVE for j in node.jobs.values())  # not queued after a crash
-    assert not node.get_queue(b"q") or len(node.get_queue(b"q").jobs) == 0
+    assert not node.queues.get(b"q") or len(node.queues.get(b"q").jobs) == 0
     texts = [e.get("log_format", "") for e in events]
     assert any("Loading the AOF" in t for t in texts) and any("AOF loaded" in t for t in texts)
 
@@ -63,5 +63,5 @@ def test_aof_off_ignores_the_file_unless_it_is_a_controlled_restart(tmp_path):
     data = (tmp_path / "disque.aof").read_bytes()
     (tmp_path / "disque.aof").write_bytes(A.MARKER + data)
     assert A.AOFPersistence(config(tmp_path)).load(node) == 7
-    assert len(node.get_queue(b"q").jobs) == 4  # queued again: a controlled restart
+    assert len(node.queues.get(b"q").jobs) == 4  # queued again: a controlled restart
     assert not (tmp_path / "disque.aof").exists() and (tmp_path / "disque.aof.loaded").exists()

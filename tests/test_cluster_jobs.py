@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from disque.core import job as J
 from disque.core import messages as M
-from disque.core.node import CommandError
+from disque.core.errors import CommandError
 from disque.testing import SimCluster
 
 
@@ -23,10 +23,10 @@ def cluster(n, **kw):
 def addjob(sim, i, queue=b"q", body=b"body", repl=3, retry=-1, ttl=3600, delay=0, timeout=0, async_=False):
     node = sim.nodes[i]
     node.set_time(sim.now)
-    job = node.add_job(queue, body, repl, delay, retry, ttl, 0, async_)
+    job = node.addjob.add(queue, body, repl, delay, retry, ttl, 0, async_)
     handle = object()
     if job.state == J.WAIT_REPL and not async_:
-        node.await_replication(job, handle, timeout, b"OK", b"NOREPL")
+        node.addjob.await_replication(job, handle, timeout, b"OK", b"NOREPL")
     sim._drain(i)
     sim.pump()
     return job, handle
@@ -125,7 +125,7 @@ def test_duplicate_repljob_merges_delivered_lists():
     sim = cluster(3)
     job, _ = addjob(sim, 0, repl=2)
     other = [i for i in holders(sim, job.id) if i != 0][0]
-    rec = sim.nodes[0].job_record(sim.nodes[0].jobs.get(job.id))
+    rec = sim.nodes[0].jobs.record(sim.nodes[0].jobs.get(job.id))
     extra = b"f" * 40
     rec = rec._replace(delivered=(*rec.delivered, extra))
     sim.nodes[other].bus_receive(sim.nodes[0].cluster.header(), M.ReplJob(rec), None)
@@ -139,7 +139,7 @@ def test_requeue_after_retry_sends_willqueue_and_queued_and_counts_deliveries():
     job, _ = addjob(sim, 0, retry=2)
     node = sim.nodes[0]
     node.set_time(sim.now)
-    assert node.get_jobs([b"q"], 1)[0].id == job.id  # delivered, never acked
+    assert node.getjob.get_jobs([b"q"], 1)[0].id == job.id  # delivered, never acked
     sim.advance(3000, step=50)
     assert sent(sim, M.WillQueue) and sent(sim, M.Queued)
     assert len(queued_on(sim, job.id)) == 1  # by whichever copy's timer fired first
@@ -151,7 +151,7 @@ def test_requeue_on_another_node_when_the_creator_dies():
     sim = cluster(3, node_timeout=1000)
     job, _ = addjob(sim, 0, retry=2)
     sim.nodes[0].set_time(sim.now)
-    sim.nodes[0].get_jobs([b"q"], 1)
+    sim.nodes[0].getjob.get_jobs([b"q"], 1)
     sim.kill(0)
     sim.advance(4000, step=50)
     assert len(queued_on(sim, job.id)) == 1  # one of the survivors, not both
@@ -165,7 +165,7 @@ def test_queued_dedup_dequeues_on_the_node_with_the_smaller_id():
         n.set_time(sim.now)
         j = n.jobs.get(job.id)
         if j.state != J.QUEUED:
-            n.enqueue(j)
+            n.queues.enqueue(j)
     assert queued_on(sim, job.id) == [0, 1]
     sim.outbound  # both queued it "at the same time"; now QUEUED crosses
     lo, hi = sorted((0, 1), key=lambda i: sim.nodes[i].my_id)
@@ -178,7 +178,7 @@ def test_willqueue_for_an_acked_job_answers_setack():
     sim = cluster(2)
     job, _ = addjob(sim, 0, repl=2)
     sim.partition({0}, {1})
-    sim.call(0, "ack_jobs", [job.id])
+    sim.call(0, "acks.ack_jobs", [job.id])
     before = len(sent(sim, M.SetAck))
     sim.heal()
     sim.nodes[0].bus_receive(sim.nodes[1].cluster.header(), M.WillQueue(job.id), None)
@@ -191,8 +191,8 @@ def test_nack_propagates_as_queued_with_the_nack_flag():
     sim = cluster(3)
     job, _ = addjob(sim, 0)
     sim.nodes[0].set_time(sim.now)
-    sim.nodes[0].get_jobs([b"q"], 1)
-    assert sim.call(0, "enqueue_jobs", [job.id], True) == 1
+    sim.nodes[0].getjob.get_jobs([b"q"], 1)
+    assert sim.call(0, "requeue.enqueue_jobs", [job.id], True) == 1
     assert [m.counter for _, _, m in sent(sim, M.Queued)] == [M.COUNT_NACK, M.COUNT_NACK]
     assert all(n.jobs.get(job.id).nacks == 1 for n in sim.nodes)
     assert queued_on(sim, job.id) == [0]
@@ -203,7 +203,7 @@ def test_working_postpones_the_requeue_on_every_copy():
     job, _ = addjob(sim, 0, retry=10)
     sim.advance(4000)
     before = [n.jobs.get(job.id).qtime for n in sim.nodes[1:]]
-    assert sim.call(0, "working", job.id) == 10
+    assert sim.call(0, "requeue.working", job.id) == 10
     after = [n.jobs.get(job.id).qtime for n in sim.nodes[1:]]
     assert all(a > b for a, b in zip(after, before))
     assert len(sent(sim, M.Working)) == 2
@@ -214,7 +214,7 @@ def test_working_postpones_the_requeue_on_every_copy():
 def test_ack_on_a_copy_garbage_collects_everywhere():
     sim = cluster(3)
     job, _ = addjob(sim, 0)
-    assert sim.call(1, "ack_jobs", [job.id]) == 1
+    assert sim.call(1, "acks.ack_jobs", [job.id]) == 1
     assert holders(sim, job.id) == []
     assert sent(sim, M.SetAck) and sent(sim, M.GotAck) and sent(sim, M.DelJob)
 
@@ -223,7 +223,7 @@ def test_ack_of_an_unknown_at_least_once_id_makes_a_dummy_ack_that_finds_the_job
     sim = cluster(3)
     job, _ = addjob(sim, 0, repl=2)
     outsider = [i for i in range(3) if i not in holders(sim, job.id)][0]
-    assert sim.call(outsider, "ack_jobs", [job.id]) == 0
+    assert sim.call(outsider, "acks.ack_jobs", [job.id]) == 0
     assert holders(sim, job.id) == []
     assert any(m.may_have == 0 for _, _, m in sent(sim, M.SetAck))
 
@@ -232,18 +232,18 @@ def test_no_dummy_ack_for_at_most_once_ids_or_when_leaving():
     sim = cluster(3)
     job, _ = addjob(sim, 0, repl=1, retry=0)
     assert job.id[-1:] in b"02468ace"
-    sim.call(1, "ack_jobs", [job.id])
+    sim.call(1, "acks.ack_jobs", [job.id])
     assert job.id not in sim.nodes[1].jobs and not sent(sim, M.SetAck)
     job2, _ = addjob(sim, 0, repl=1)
-    sim.call(1, "set_leaving", True)
-    sim.call(1, "ack_jobs", [job2.id])
+    sim.call(1, "cluster.set_leaving", True)
+    sim.call(1, "acks.ack_jobs", [job2.id])
     assert job2.id not in sim.nodes[1].jobs and not sent(sim, M.SetAck)
 
 
 def test_a_dummy_ack_nobody_knows_is_dropped_once_everybody_answered():
     sim = cluster(3)
     fake = b"D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-0001"
-    sim.call(0, "ack_jobs", [fake])
+    sim.call(0, "acks.ack_jobs", [fake])
     assert holders(sim, fake) == []
 
 
@@ -251,7 +251,7 @@ def test_ack_while_an_owner_is_down_then_gc_after_it_returns():
     sim = cluster(3, node_timeout=1000)
     job, _ = addjob(sim, 0)
     sim.kill(2)
-    sim.call(0, "ack_jobs", [job.id])
+    sim.call(0, "acks.ack_jobs", [job.id])
     sim.advance(2000)
     assert sorted(holders(sim, job.id)) == [0, 1]
     assert all(sim.nodes[i].jobs.get(job.id).state == J.ACKED for i in (0, 1))
@@ -263,7 +263,7 @@ def test_ack_while_an_owner_is_down_then_gc_after_it_returns():
 def test_fastack_deletes_every_copy():
     sim = cluster(3)
     job, _ = addjob(sim, 0)
-    assert sim.call(2, "fast_ack", [job.id]) == 1
+    assert sim.call(2, "acks.fast_ack", [job.id]) == 1
     assert holders(sim, job.id) == []
 
 
@@ -271,7 +271,7 @@ def test_an_acked_job_is_never_requeued():
     sim = cluster(3, node_timeout=1000)
     job, _ = addjob(sim, 0, retry=1)
     sim.kill(2)
-    sim.call(0, "ack_jobs", [job.id])
+    sim.call(0, "acks.ack_jobs", [job.id])
     sim.advance(10000, step=100)
     for i in (0, 1):
         j = sim.nodes[i].jobs.get(job.id)
@@ -284,15 +284,15 @@ def test_pause_bcast_reaches_every_reachable_node():
     from disque.core.queue import PAUSED_IN
     sim = cluster(3)
     sim.nodes[0].set_time(sim.now)
-    flags = sim.nodes[0].set_pause(b"pq", PAUSED_IN, True)
-    sim.call(0, "cluster_pause", b"pq", flags)
+    flags = sim.nodes[0].queues.set_pause(b"pq", PAUSED_IN, True)
+    sim.call(0, "queues.broadcast_pause", b"pq", flags)
     for n in sim.nodes:
-        assert n.get_queue(b"pq").flags == PAUSED_IN
+        assert n.queues.get(b"pq").flags == PAUSED_IN
 
 
 def test_no_new_copies_on_a_leaving_node():
     sim = cluster(3)
-    sim.call(2, "set_leaving", True)
+    sim.call(2, "cluster.set_leaving", True)
     sim.advance(1500)
     with pytest.raises(CommandError):
         addjob(sim, 0, repl=3)
@@ -302,7 +302,7 @@ def test_no_new_copies_on_a_leaving_node():
 
 def test_a_leaving_node_replicates_only_to_others():
     sim = cluster(3)
-    sim.call(2, "set_leaving", True)
+    sim.call(2, "cluster.set_leaving", True)
     job, h = addjob(sim, 2, repl=2)
     assert replies(sim, h) == [b"OK"]
     assert sorted(holders(sim, job.id)) == [0, 1]
@@ -334,10 +334,10 @@ def test_healthy_cluster_invariants(ops, seed):
             made.append(addjob(sim, a, repl=b, retry=1, ttl=600)[0].id)
         elif op == "get":
             sim.nodes[a].set_time(sim.now)
-            sim.nodes[a].get_jobs([b"q"], 1)
+            sim.nodes[a].getjob.get_jobs([b"q"], 1)
         elif op == "ack" and made:
             job_id = made[b % len(made)]
-            sim.call(a, "ack_jobs", [job_id])
+            sim.call(a, "acks.ack_jobs", [job_id])
             acked.add(job_id)
         elif op == "wait":
             sim.advance(a, step=50)

@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from disque.core import effects as E
 from disque.core import messages as M
-from disque.core.cluster import parse_nodes_file
+from disque.core.membership import parse_nodes_file
 from disque.testing import HOST, SimCluster
 
 
@@ -35,7 +35,7 @@ def test_any_spanning_set_of_meets_completes_the_mesh(n, rnd, data):
     for i in range(1, n):
         j = data.draw(st.integers(0, i - 1))
         a, b = (i, j) if data.draw(st.booleans()) else (j, i)
-        sim.call(a, "meet", HOST, sim.ports[b])
+        sim.call(a, "cluster.meet", HOST, sim.ports[b], sim.now, True)
     sim.settle(5000)
     assert full_mesh(sim)
 
@@ -43,7 +43,7 @@ def test_any_spanning_set_of_meets_completes_the_mesh(n, rnd, data):
 def test_meet_starts_a_handshake_with_a_temporary_id():
     sim = SimCluster(2)
     sim.kill(1)  # nobody answers
-    sim.call(0, "meet", HOST, sim.ports[1])
+    sim.call(0, "cluster.meet", HOST, sim.ports[1], sim.now, True)
     c = sim.nodes[0].cluster
     (temp,) = c.peers()
     assert temp.handshake and temp.id != sim.nodes[1].my_id
@@ -57,7 +57,7 @@ def test_meeting_a_known_address_is_a_no_op():
     sim.chain_meet()
     sim.settle()
     before = dict(sim.nodes[0].cluster.nodes)
-    sim.call(0, "meet", HOST, sim.ports[1])
+    sim.call(0, "cluster.meet", HOST, sim.ports[1], sim.now, True)
     assert sim.nodes[0].cluster.nodes == before
 
 
@@ -137,10 +137,10 @@ def test_forget_drops_the_node_and_ignores_gossip_about_it_for_a_while():
     sim.chain_meet()
     sim.settle()
     gone = sim.nodes[2].my_id
-    assert sim.call(0, "forget", gone)
+    assert sim.call(0, "cluster.forget", gone, sim.now)
     sim.advance(5000)  # node 1 keeps gossiping about node 2
     assert gone not in sim.nodes[0].cluster.nodes
-    assert not sim.call(0, "forget", gone)
+    assert not sim.call(0, "cluster.forget", gone, sim.now)
     sim.advance(60000)  # the blacklist expires: gossip brings it back
     assert gone in sim.nodes[0].cluster.nodes
 
@@ -151,11 +151,11 @@ def test_reset_hard_takes_a_new_id_and_drops_jobs():
     sim.settle()
     node = sim.nodes[0]
     node.set_time(sim.now)
-    node.add_job(b"q", b"body", 1, 0, -1, 3600, 0, False)
+    node.addjob.add(b"q", b"body", 1, 0, -1, 3600, 0, False)
     old = node.my_id
     sim.call(0, "cluster_reset", True)
     assert node.my_id != old and node.cluster.size == 1 and len(node.jobs) == 0
-    job = node.add_job(b"q", b"body", 1, 0, -1, 3600, 0, False)
+    job = node.addjob.add(b"q", b"body", 1, 0, -1, 3600, 0, False)
     assert job.id[2:10] == node.my_id[:8] and job.delivered == (node.my_id,)
 
 
@@ -172,11 +172,11 @@ def test_leaving_is_advertised_by_every_message():
     sim = SimCluster(3)
     sim.chain_meet()
     sim.settle()
-    sim.call(1, "set_leaving", True)
+    sim.call(1, "cluster.set_leaving", True)
     sim.advance(1500)
     me = sim.nodes[1].my_id
     assert sim.nodes[0].cluster.nodes[me].leaving and sim.nodes[2].cluster.nodes[me].leaving
-    sim.call(1, "set_leaving", False)
+    sim.call(1, "cluster.set_leaving", False)
     sim.advance(1500)
     assert not sim.nodes[0].cluster.nodes[me].leaving
 

@@ -15,7 +15,8 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from disque.core import job as J
-from disque.core.node import CommandError, NodeState
+from disque.core.errors import CommandError
+from disque.core.node import NodeState
 
 QUEUES = [b"a", b"b", b"c"]
 
@@ -38,7 +39,7 @@ class NodeMachine(RuleBasedStateMachine):
           retry=st.sampled_from([-1, 0, 1, 2, 5]), ttl=st.sampled_from([2, 5, 30, 3600]))
     def addjob(self, queue, delay, retry, ttl):
         try:
-            job = self.node.add_job(queue, b"x", 1, delay, retry, ttl, 0, False)
+            job = self.node.addjob.add(queue, b"x", 1, delay, retry, ttl, 0, False)
         except CommandError:
             assert delay >= ttl
             return
@@ -48,12 +49,12 @@ class NodeMachine(RuleBasedStateMachine):
 
     @rule(names=st.lists(st.sampled_from(QUEUES), min_size=1, max_size=3), count=st.integers(1, 4))
     def getjob(self, names, count):
-        self._deliver(self.node.get_jobs(names, count))
+        self._deliver(self.node.getjob.get_jobs(names, count))
 
     @rule(name=st.sampled_from(QUEUES))
     def block(self, name):
         client = object()
-        self.node.block(client, [name], 500, lambda jobs: jobs, None)
+        self.node.getjob.block(client, [name], 500, lambda jobs: jobs, None)
 
     @precondition(lambda self: self.ids)
     @rule(data=st.data(), op=st.sampled_from(["ack", "fastack", "deljob", "nack", "enqueue", "dequeue", "working"]))
@@ -61,20 +62,20 @@ class NodeMachine(RuleBasedStateMachine):
         job_id = data.draw(st.sampled_from(self.ids))
         node = self.node
         if op == "ack":
-            node.ack_jobs([job_id])
+            node.acks.ack_jobs([job_id])
             self.acked.add(job_id)
         elif op == "fastack":
-            node.fast_ack([job_id])
+            node.acks.fast_ack([job_id])
             self.acked.add(job_id)
         elif op == "deljob":
-            node.delete_jobs([job_id])
+            node.acks.delete_jobs([job_id])
         elif op in ("nack", "enqueue"):
-            node.enqueue_jobs([job_id], nack=op == "nack")
+            node.requeue.enqueue_jobs([job_id], nack=op == "nack")
         elif op == "dequeue":
-            node.dequeue_jobs([job_id])
+            node.requeue.dequeue_jobs([job_id])
         else:
             try:
-                node.working(job_id)
+                node.requeue.working(job_id)
             except CommandError:
                 pass
 
@@ -95,7 +96,7 @@ class NodeMachine(RuleBasedStateMachine):
         node = self.node
         queued = 0
         for job in node.jobs.values():
-            q = node.get_queue(job.queue)
+            q = node.queues.get(job.queue)
             in_queue = q is not None and job in q.jobs
             assert (job.state == J.QUEUED) == in_queue
             queued += job.state == J.QUEUED
@@ -104,7 +105,7 @@ class NodeMachine(RuleBasedStateMachine):
             ctimes = [j.ctime for j in q.jobs]
             assert ctimes == sorted(ctimes)
             for job in q.jobs:
-                assert node.lookup(job.id) is job and job.queue == q.name
+                assert node.jobs.get(job.id) is job and job.queue == q.name
             total += len(q.jobs)
         assert total == queued
 

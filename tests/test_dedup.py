@@ -94,13 +94,13 @@ def test_a_retry_after_the_job_was_acked_is_answered_for_the_window_only():
     first = _addjob(proto, tr, "q", "body", 0, "DEDUP", "k")
     proto.dataReceived(cmd("GETJOB", "FROM", "q") + cmd("ACKJOB", first[1:-2]))
     take(tr)
-    assert rt.node.lookup(first[1:-2]) is None  # a single node collects at once
+    assert rt.node.jobs.get(first[1:-2]) is None  # a single node collects at once
     assert _addjob(proto, tr, "q", "body", 0, "DEDUP", "k") == first
     proto.dataReceived(cmd("QLEN", "q"))
     assert take(tr) == b":0\r\n"
     clock.advance(5.1)
     rt.tick()
-    assert not rt.node.dedup.gone
+    assert not rt.node.jobs.dedup.gone
     again = _addjob(proto, tr, "q", "body", 0, "DEDUP", "k")
     assert again.startswith(b"+D-") and again != first
 
@@ -152,7 +152,7 @@ def test_config_set_dedup_window():
     proto.dataReceived(cmd("CONFIG", "SET", "dedup-window", "30"))
     assert take(tr) == b"+OK\r\n"
     rt.tick()
-    assert rt.node.dedup.window == 30_000
+    assert rt.node.jobs.dedup.window == 30_000
     proto.dataReceived(cmd("CONFIG", "SET", "dedup-window", "-1"))
     assert take(tr).startswith(b"-ERR")
 
@@ -172,16 +172,16 @@ def _add(sim, i, key, queue=b"q", repl=3, timeout=0):
     node = sim.nodes[i]
     node.set_time(sim.now)
     handle = object()
-    found = node.find_dedup(queue, key)
+    found = node.addjob.find_dedup(queue, key)
     if found is not None:
         if type(found) is not bytes and found.state == J.WAIT_REPL:
-            node.await_replication(found, handle, timeout, b"OK", b"NOREPL")
+            node.addjob.await_replication(found, handle, timeout, b"OK", b"NOREPL")
             sim._drain(i)
             sim.pump()
         return found, handle
-    job = node.add_job(queue, b"body", repl, 0, -1, 3600, 0, False, key)
+    job = node.addjob.add(queue, b"body", repl, 0, -1, 3600, 0, False, key)
     if job.state == J.WAIT_REPL:
-        node.await_replication(job, handle, timeout, b"OK", b"NOREPL")
+        node.addjob.await_replication(job, handle, timeout, b"OK", b"NOREPL")
     sim._drain(i)
     sim.pump()
     return job, handle
@@ -198,7 +198,7 @@ def test_the_key_travels_to_the_replicas_and_survives_the_creator():
     for i in (1, 2):
         copy = sim.nodes[i].jobs.get(job.id)
         assert copy.dedup == b"k"
-        assert sim.nodes[i].find_dedup(b"q", b"k") is copy
+        assert sim.nodes[i].addjob.find_dedup(b"q", b"k") is copy
     sim.kill(0)
     again, _ = _add(sim, 1, b"k")
     assert again.id == job.id
@@ -217,7 +217,7 @@ def test_a_failed_replication_leaves_the_key_free_everywhere():
     assert _replies(sim, h) == [b"NOREPL"]
     for i in (0, 1):
         assert job.id not in sim.nodes[i].jobs
-        assert sim.nodes[i].find_dedup(b"q", b"k") is None
+        assert sim.nodes[i].addjob.find_dedup(b"q", b"k") is None
     sim.heal()
     sim.settle(3000)
     retry, h2 = _add(sim, 1, b"k", timeout=1000)
@@ -244,11 +244,11 @@ def test_a_repeated_addjob_waits_for_the_first_ones_outcome():
 def test_acked_and_collected_everywhere_still_answers_on_every_copy():
     sim = _cluster(3)
     job, _ = _add(sim, 0, b"k")
-    sim.call(0, "ack_jobs", [job.id])
+    sim.call(0, "acks.ack_jobs", [job.id])
     sim.advance(3000)
     assert all(job.id not in n.jobs for n in sim.nodes)
     for node in sim.nodes:
-        assert node.find_dedup(b"q", b"k") == job.id
+        assert node.addjob.find_dedup(b"q", b"k") == job.id
 
 
 # -- formats -----------------------------------------------------------------
@@ -271,10 +271,10 @@ def test_loaded_jobs_answer_their_keys_deleted_ones_do_not():
     node = NodeState(b"a" * 40)
     job = J.Job(b"D-" + b"x" * 38, b"q", b"body", J.ACTIVE, 1, 5, 10 ** 9, 0, 10, 7)
     job.dedup = b"key"
-    node.load_job(J.deserialize(J.serialize(job)))
-    assert node.find_dedup(b"q", b"key").id == job.id
-    node.load_delete(job.id)
-    assert node.find_dedup(b"q", b"key") is None
+    node.jobs.load(J.deserialize(J.serialize(job)))
+    assert node.addjob.find_dedup(b"q", b"key").id == job.id
+    node.jobs.load_delete(job.id)
+    assert node.addjob.find_dedup(b"q", b"key") is None
 
 
 def _header():

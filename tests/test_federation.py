@@ -135,8 +135,8 @@ def mesh(n=3, **kw):
 def block(sim, i, handle, queue=b"q"):
     node = sim.nodes[i]
     node.set_time(sim.now)
-    assert node.get_jobs([queue], 1) == []
-    node.block(handle, [queue], 0, lambda jobs: [j.id for j in jobs], None)
+    assert node.getjob.get_jobs([queue], 1) == []
+    node.getjob.block(handle, [queue], 0, lambda jobs: [j.id for j in jobs], None)
     sim._drain(i)
     sim.pump()
 
@@ -144,7 +144,7 @@ def block(sim, i, handle, queue=b"q"):
 def add(sim, i, body=b"x", queue=b"q", repl=1, retry=0):
     node = sim.nodes[i]
     node.set_time(sim.now)
-    job = node.add_job(queue, body, repl, 0, retry, 600, 0, False)
+    job = node.addjob.add(queue, body, repl, 0, retry, 600, 0, False)
     sim._drain(i)
     sim.pump()
     return job
@@ -166,7 +166,7 @@ def test_a_blocked_consumer_gets_a_job_produced_elsewhere_within_the_broadcast_d
     assert served(sim, consumer) == [[job.id]]
     assert sim.now - t <= 2 * BCAST_MIN_DELAY + 100  # the second broadcast, 4 s after the first
     assert job.id not in sim.nodes[0].jobs  # at most once: moved, not copied
-    assert sim.nodes[1].get_queue(b"q").fed.sources() == (sim.nodes[0].my_id,)
+    assert sim.nodes[1].queues.get(b"q").fed.sources() == (sim.nodes[0].my_id,)
     assert any(type(m) is M.YourJobs for _, _, m in sim.delivered)
 
 
@@ -177,7 +177,7 @@ def test_jobs_imported_from_the_bus_reach_a_blocked_client_at_once_not_at_the_ne
     job = add(sim, 0)
     a = sim.nodes[0]
     a.set_time(sim.now)
-    a._on_needjobs(sim.nodes[1].my_id, M.NeedJobs(b"q", 1))  # as B's NEEDJOBS would
+    a.federation.on_needjobs(sim.nodes[1].my_id, M.NeedJobs(b"q", 1))  # as B's NEEDJOBS would
     sim._drain(0)
     sim.pump()  # YOURJOBS lands on B: no tick, no time passes
     assert served(sim, consumer) == [[job.id]]
@@ -190,28 +190,28 @@ def test_sustained_cross_node_traffic_no_duplicates_no_losses():
         made.append(add(sim, 0, body=b"%d" % step).id)
         b = sim.nodes[1]
         b.set_time(sim.now)
-        got.extend(j.id for j in b.get_jobs([b"q"], 10))
+        got.extend(j.id for j in b.getjob.get_jobs([b"q"], 10))
         sim._drain(1)
         sim.pump()
         sim.advance(25, step=25)
     for _ in range(200):
         b = sim.nodes[1]
         b.set_time(sim.now)
-        got.extend(j.id for j in b.get_jobs([b"q"], 10))
+        got.extend(j.id for j in b.getjob.get_jobs([b"q"], 10))
         sim._drain(1)
         sim.pump()
         sim.advance(25, step=25)
-    leftover = [j.id for j in sim.nodes[0].get_queue(b"q").jobs] if sim.nodes[0].get_queue(b"q") else []
+    leftover = [j.id for j in sim.nodes[0].queues.get(b"q").jobs] if sim.nodes[0].queues.get(b"q") else []
     assert len(got) == len(set(got))  # at most once: no duplicate
     assert sorted(got + leftover) == sorted(made)  # nothing lost
     assert len(got) > 0.8 * len(made)  # and B was fed, not starved
-    assert sim.nodes[1].get_queue(b"q").fed.import_rate(sim.now) >= 0
+    assert sim.nodes[1].queues.get(b"q").fed.import_rate(sim.now) >= 0
 
 
 def test_a_queue_paused_in_output_is_not_a_source():
     sim = mesh()
     sim.nodes[0].set_time(sim.now)
-    sim.nodes[0].set_pause(b"q", PAUSED_OUT, True)
+    sim.nodes[0].queues.set_pause(b"q", PAUSED_OUT, True)
     add(sim, 0)
     consumer = object()
     block(sim, 1, consumer)
@@ -222,10 +222,10 @@ def test_a_queue_paused_in_output_is_not_a_source():
 
 def test_a_leaving_node_never_asks():
     sim = mesh()
-    sim.call(1, "set_leaving", True)
+    sim.call(1, "cluster.set_leaving", True)
     add(sim, 0)
     sim.nodes[1].set_time(sim.now)
-    sim.nodes[1].get_jobs([b"q"], 1)
+    sim.nodes[1].getjob.get_jobs([b"q"], 1)
     sim.advance(5000)
     assert not any(type(m) is M.NeedJobs and a == 1 for a, _, m in sim.delivered)
 
@@ -286,7 +286,7 @@ def test_no_jobs_are_sent_without_a_link_to_the_requester():
     a.bus_receive(b.cluster.header(), M.NeedJobs(b"q", 5), None)
     sim._drain(0)
     sim.pump()
-    assert job.id not in a.jobs and b.get_queue(b"q").jobs[0].id == job.id
+    assert job.id not in a.jobs and b.queues.get(b"q").jobs[0].id == job.id
 
 
 def test_the_example_policy_gives_at_most_half_a_queue_per_request():
@@ -299,4 +299,4 @@ def test_the_example_policy_gives_at_most_half_a_queue_per_request():
     a.bus_receive(b.cluster.header(), M.NeedJobs(b"q", 10), None)
     sim._drain(0)
     sim.pump()
-    assert len(a.get_queue(b"q").jobs) == 2 and len(b.get_queue(b"q").jobs) == 3
+    assert len(a.queues.get(b"q").jobs) == 2 and len(b.queues.get(b"q").jobs) == 3

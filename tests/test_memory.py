@@ -5,51 +5,53 @@ import hiredis
 import pytest
 
 from disque.core import job as J
-from disque.core.node import JOB_OVERHEAD, CommandError, NodeState
+from disque.core.errors import CommandError
+from disque.core.memory import JOB_OVERHEAD
+from disque.core.node import NodeState
 from support import NodeProcess, call, info, show, start_cluster, wait_for
 
 
 def node_with(n, body=b"x" * 100, **kw):
     node = NodeState(b"a" * 40, now=1_000_000)
     for _ in range(n):
-        node.add_job(b"q", body, 1, 0, kw.get("retry", -1), 3600, 0, False)
+        node.addjob.add(b"q", body, 1, 0, kw.get("retry", -1), 3600, 0, False)
     return node
 
 
 def test_estimate_follows_jobs_and_goes_down_when_they_go():
     node = node_with(1000)
-    used = node.memory_used()
+    used = node.memory.used()
     assert 1000 * (JOB_OVERHEAD + 100) <= used < 1000 * (JOB_OVERHEAD + 100) + 5000
     ids = [j.id for j in list(node.jobs.values())[:500]]
-    node.delete_jobs(ids)
-    assert node.memory_used() < used * 0.6
+    node.acks.delete_jobs(ids)
+    assert node.memory.used() < used * 0.6
 
 
 def test_tiers():
     node = node_with(1000)
-    used = node.memory_used()
-    assert node.update_memory_level(used * 2) == 0
-    assert node.update_memory_level(int(used / 0.8)) == 1
+    used = node.memory.used()
+    assert node.memory.update_level(used * 2) == 0
+    assert node.memory.update_level(int(used / 0.8)) == 1
     with pytest.raises(CommandError) as e:  # a single node cannot replicate elsewhere
-        node.add_job(b"q", b"x", 1, 0, -1, 3600, 0, False)
+        node.addjob.add(b"q", b"x", 1, 0, -1, 3600, 0, False)
     assert e.value.code == b"NOREPL" and b"out of memory" in e.value.message
-    assert node.update_memory_level(used) == 3
+    assert node.memory.update_level(used) == 3
 
 
 def test_eviction_takes_only_what_no_guarantee_needs():
     node = node_with(200, retry=0)  # at-most-once jobs
-    delivered = node.get_jobs([b"q"], 100)  # 100 delivered, 100 still queued
-    used = node.memory_used()
-    node.set_memory_limit(int(used / 0.97))  # just above 95%: a little goes
+    delivered = node.getjob.get_jobs([b"q"], 100)  # 100 delivered, 100 still queued
+    used = node.memory.used()
+    node.memory.set_limit(int(used / 0.97))  # just above 95%: a little goes
     assert 100 < len(node.jobs) < 200
-    node.set_memory_limit(1)  # far over: everything evictable goes
+    node.memory.set_limit(1)  # far over: everything evictable goes
     assert all(j.id not in node.jobs for j in delivered)  # delivered RETRY 0: gone
-    assert len(node.get_queue(b"q").jobs) == 100  # queued ones untouched
+    assert len(node.queues.get(b"q").jobs) == 100  # queued ones untouched
     # At-least-once jobs that are not acked are never evicted.
     keep = node_with(100)
     for j in list(keep.jobs.values())[:10]:
-        keep.acknowledge(j)
-    keep.set_memory_limit(1)
+        keep.acks.acknowledge(j)
+    keep.memory.set_limit(1)
     assert len(keep.jobs) == 90 and all(j.state != J.ACKED for j in keep.jobs.values())
 
 

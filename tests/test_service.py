@@ -68,9 +68,9 @@ def test_twistd_options_build_the_service(tmp_path):
     service = makeService(options)
     assert isinstance(service, DisqueNodeService)
     assert service.config["port"] == 7799
-    assert service.runtime.node.dedup.window == 30_000
+    assert service.runtime.node.jobs.dedup.window == 30_000
     assert isinstance(service.persistence, AOFPersistence) and not service.runtime.node.persist
-    assert service.runtime.node.federation is not None
+    assert service.runtime.node.federation.policy is not None
 
     bad = Options()
     with pytest.raises(SystemExit) as e:

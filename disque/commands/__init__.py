@@ -11,7 +11,7 @@ pipelined ADDJOBs replicate concurrently, replies stay in order).
 
 import time
 
-from ..core.node import CommandError
+from ..core.errors import CommandError
 from ..resp import reply as R
 
 BLOCKED = object()
@@ -100,7 +100,7 @@ def dispatch(ctx, client, argv) -> bytes:
         return b"-ERR wrong number of arguments for '" + cmd.name + b"' command\r\n"
     if not client.authenticated and not cmd.before_auth and ctx.config["requirepass"]:
         return NOAUTH  # (no password any more, e.g. CONFIG SET requirepass "": nobody is locked out)
-    if cmd.denyoom and ctx.node.memory_level >= 3:
+    if cmd.denyoom and ctx.node.memory.level >= 3:
         return OOM
     if ctx.monitors:
         feed_monitors(ctx, client, argv)

@@ -1,7 +1,7 @@
 """Argument parsing with the original's rules (Redis ``string2ll`` etc.)."""
 
 from ..core import jobid
-from ..core.node import CommandError
+from ..core.errors import CommandError
 
 LLONG_MAX = (1 << 63) - 1
 LLONG_MIN = -(1 << 63)

@@ -127,7 +127,7 @@ class Context:
 
     def drop_client(self, client: ClientState) -> None:
         self.clients.pop(client.id, None)
-        self.node.unblock(client)
+        self.node.getjob.unblock(client)
         if client.monitor:
             try:
                 self.monitors.remove(client)

@@ -4,7 +4,7 @@ changes live in :mod:`disque.core.node`."""
 
 from ..core import job as J
 from ..core.dedup import MAX_KEY_LEN
-from ..core.node import CommandError
+from ..core.errors import CommandError
 from ..resp import reply as R
 from . import ReplySlot, command
 from .args import parse_cursor, parse_int_or_error, parse_ll, parse_timeout, validate_ids
@@ -92,14 +92,14 @@ def addjob(ctx, client, argv):
     timeout = parse_timeout(argv[3])
     job = None
     if dedup is not None:
-        job = node.find_dedup(argv[1], dedup)
+        job = node.addjob.find_dedup(argv[1], dedup)
         if type(job) is bytes:  # the ID of a job gone within the window
             return b"+" + job + b"\r\n"
     if job is None:
-        job = node.add_job(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_, dedup)
+        job = node.addjob.add(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_, dedup)
     if job.state == J.WAIT_REPL:  # new, or a repeat of one still replicating: its outcome
         slot = ReplySlot(client.conn)
-        node.await_replication(job, slot, timeout, b"+" + job.id + b"\r\n", NOREPL_TIMEOUT)
+        node.addjob.await_replication(job, slot, timeout, b"+" + job.id + b"\r\n", NOREPL_TIMEOUT)
         return slot
     return b"+" + job.id + b"\r\n"
 
@@ -146,7 +146,7 @@ def render_job_info(node, job) -> bytes:
 @command("show", 2, "readonly fast")
 def show(ctx, client, argv):
     validate_ids(argv[1:2])
-    job = ctx.node.lookup(argv[1])
+    job = ctx.node.jobs.get(argv[1])
     if job is None:
         return R.NULL_BULK
     return render_job_info(ctx.node, job)
@@ -222,7 +222,7 @@ def jscan(ctx, client, argv):
         return bool(job.delivered) and (q is None or job.queue == q) and \
             (not states or job.state in states)
 
-    cursor, jobs = ctx.node.jobs.scan(cursor, count, match, busyloop)
+    cursor, jobs = ctx.node.jobs.table.scan(cursor, count, match, busyloop)
     if reply_all[0]:
         items = b"".join(render_job_info(ctx.node, j) for j in jobs)
     else:
@@ -238,48 +238,48 @@ def jscan(ctx, client, argv):
 def ackjob(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return R.integer(ctx.node.ack_jobs(ids))
+    return R.integer(ctx.node.acks.ack_jobs(ids))
 
 
 @command("fastack", -1, "write fast")
 def fastack(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return R.integer(ctx.node.fast_ack(ids))
+    return R.integer(ctx.node.acks.fast_ack(ids))
 
 
 @command("deljob", -1, "write fast")
 def deljob(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return R.integer(ctx.node.delete_jobs(ids))
+    return R.integer(ctx.node.acks.delete_jobs(ids))
 
 
 @command("enqueue", -1, "write denyoom fast")
 def enqueue(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return R.integer(ctx.node.enqueue_jobs(ids, nack=False))
+    return R.integer(ctx.node.requeue.enqueue_jobs(ids, nack=False))
 
 
 @command("nack", -1, "write denyoom fast")
 def nack(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return R.integer(ctx.node.enqueue_jobs(ids, nack=True))
+    return R.integer(ctx.node.requeue.enqueue_jobs(ids, nack=True))
 
 
 @command("dequeue", -1, "write fast")
 def dequeue(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return R.integer(ctx.node.dequeue_jobs(ids))
+    return R.integer(ctx.node.requeue.dequeue_jobs(ids))
 
 
 @command("working", 2, "write fast")
 def working(ctx, client, argv):
     validate_ids(argv[1:2])
-    return R.integer(ctx.node.working(argv[1]))
+    return R.integer(ctx.node.requeue.working(argv[1]))
 
 
 @command("loadjob", 2, "write")

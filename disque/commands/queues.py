@@ -1,6 +1,6 @@
 """Queue commands: GETJOB, QLEN, QSTAT, QPEEK, QSCAN, PAUSE."""
 
-from ..core.node import CommandError
+from ..core.errors import CommandError
 from ..core.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PAUSE_NAMES
 from ..resp import reply as R
 from . import BLOCKED, command
@@ -67,27 +67,27 @@ def getjob(ctx, client, argv):
     if not queues:
         raise SYNTAX
     node = ctx.node
-    jobs = node.get_jobs(queues, count)
+    jobs = node.getjob.get_jobs(queues, count)
     if jobs:
         return render_jobs(jobs, withcounters)
     if nohang:
         return R.NULL_ARRAY
     if node.cluster.leaving:
         return LEAVING
-    node.block(client, queues, timeout, _serve_with_counters if withcounters else render_jobs, R.NULL_ARRAY)
+    node.getjob.block(client, queues, timeout, _serve_with_counters if withcounters else render_jobs, R.NULL_ARRAY)
     return BLOCKED
 
 
 @command("qlen", 2, "readonly fast")
 def qlen(ctx, client, argv):
-    q = ctx.node.get_queue(argv[1])
+    q = ctx.node.queues.get(argv[1])
     return R.integer(len(q.jobs) if q is not None else 0)
 
 
 @command("qpeek", 3, "readonly")
 def qpeek(ctx, client, argv):
     count = parse_int_or_error(argv[2])
-    q = ctx.node.get_queue(argv[1])
+    q = ctx.node.queues.get(argv[1])
     if q is None or not q.jobs or count == 0:
         return R.EMPTY_ARRAY
     jobs = q.jobs
@@ -101,7 +101,7 @@ def qpeek(ctx, client, argv):
 @command("qstat", 2, "readonly fast")
 def qstat(ctx, client, argv):
     node = ctx.node
-    q = node.get_queue(argv[1])
+    q = node.queues.get(argv[1])
     if q is None:
         return R.NULL_ARRAY
     now_s = node.now // 1000
@@ -159,7 +159,7 @@ _PAUSE_OPTS = {b"none": 0, b"in": PAUSED_IN, b"out": PAUSED_OUT, b"all": PAUSED_
 def pause(ctx, client, argv):
     node = ctx.node
     name = argv[1]
-    q = node.get_queue(name)
+    q = node.queues.get(name)
     flags = 0
     update = False
     bcast = False
@@ -176,9 +176,9 @@ def pause(ctx, client, argv):
         else:
             raise SYNTAX
     if update and (q is not None or flags):
-        current = node.set_pause(name, flags, True)
+        current = node.queues.set_pause(name, flags, True)
     else:
         current = q.flags & PAUSED_ALL if q is not None else 0
     if bcast:
-        node.cluster_pause(name, current)
+        node.queues.broadcast_pause(name, current)
     return b"+" + PAUSE_NAMES[current] + b"\r\n"

@@ -5,7 +5,7 @@ import re
 
 from .. import DISQUE_VERSION
 from ..config import ConfigSetError
-from ..core.node import CommandError
+from ..core.errors import CommandError
 from ..resp import reply as R
 from . import ORDER, TABLE, command
 from .args import parse_int_or_error, parse_ll
@@ -94,7 +94,7 @@ def info_clients(ctx):
     biggest = max((c.qbuf for c in ctx.clients.values()), default=0)
     return _section(b"Clients", [
         ("connected_clients", len(ctx.clients)), ("client_longest_output_list", 0),
-        ("client_biggest_input_buf", biggest), ("blocked_clients", ctx.node.blocked_count),
+        ("client_biggest_input_buf", biggest), ("blocked_clients", len(ctx.node.getjob)),
     ])
 
 
@@ -249,7 +249,7 @@ _BAD_NAME = re.compile(rb"[^!-~]")
 
 
 def client_line(ctx, c, now_s) -> bytes:
-    flags = b"b" if ctx.node.is_blocked(c) else (b"O" if c.monitor else b"N")
+    flags = b"b" if ctx.node.getjob.is_blocked(c) else (b"O" if c.monitor else b"N")
     return b"id=%d addr=%s fd=%d name=%s age=%d idle=%d flags=%s qbuf=%d qbuf-free=%d obl=0 oll=0 omem=0 events=r cmd=%s\n" % (
         c.id, c.addr, c.id + 6, c.name, now_s - c.ctime, now_s - c.atime, flags, c.qbuf,
         max(32768 - c.qbuf, 0), c.last_cmd)
@@ -507,11 +507,11 @@ def cluster(ctx, client, argv):
         value = argv[2].lower()
         if value not in (b"yes", b"no"):
             return R.err(b"Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'")
-        node.set_leaving(value == b"yes")
+        node.cluster.set_leaving(value == b"yes")
         if node.cluster.leaving:
             from .queues import LEAVING
 
-            node.unblock_all_with(LEAVING)
+            node.getjob.unblock_all_with(LEAVING)
         return R.OK
     if sub == b"forget" and argc == 3:
         target = argv[2]
@@ -519,7 +519,7 @@ def cluster(ctx, client, argv):
             return R.err(b"Invalid node identifier")
         if target == node.my_id:
             return R.err(b"I tried hard but I can't forget myself...")
-        if not node.forget(target):
+        if not node.cluster.forget(target, node.now):
             return R.err(b"Unknown node " + target)
         return R.OK
     if sub == b"meet" and argc == 4:
@@ -528,7 +528,7 @@ def cluster(ctx, client, argv):
             return R.err(b"Invalid TCP port specified: " + argv[3])
         if not _valid_ip(argv[2]) or not 0 < port <= 65535 - 10000:
             return R.err(b"Invalid node address specified: " + argv[2] + b":" + argv[3])
-        node.meet(_normal_ip(argv[2]), port)
+        node.cluster.meet(_normal_ip(argv[2]), port, node.now, explicit=True)
         return R.OK
     if sub == b"reset" and argc == 3:
         how = argv[2].lower()

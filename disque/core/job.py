@@ -75,6 +75,13 @@ class Job:
     def created_ms(self) -> int:
         return self.ctime // 1_000_000
 
+    def merge_delivered(self, node_ids) -> None:
+        """Nodes that showed they have a copy join ``delivered`` (in order,
+        once each), so QUEUED, SETACK and DELJOB reach them too."""
+        merged = tuple(dict.fromkeys((*self.delivered, *node_ids)))
+        if merged != self.delivered:
+            self.delivered = merged
+
     def __repr__(self):
         return "<Job %s %s q=%r>" % (
             self.id.decode("ascii", "replace"),

@@ -1,9 +1,13 @@
 """A named queue: the jobs of one name queued on this node.
 
 Jobs are ordered by creation time (``ctime``, ms * 1e6 + counter), so a
-re-queued job, usually older, goes back near the head.  Queues exist while
-they hold jobs, have blocked clients, or are paused; otherwise the node
-reclaims them once idle (``QUEUE_MAX_IDLE``).
+re-queued job, usually older, goes back near the head, and delivery takes
+the oldest first.  Queues exist while they hold jobs, have blocked clients,
+or are paused; otherwise the node reclaims them once idle
+(``QUEUE_MAX_IDLE``, see :mod:`disque.core.queues`).
+
+Invariant: every job in ``jobs`` is QUEUED and has this queue's name; the
+node changes job states, the queue only keeps the order and its counters.
 """
 
 from operator import attrgetter
@@ -26,7 +30,7 @@ class Queue:
 
     def __init__(self, name: bytes, now_s: int):
         self.name = name
-        self.jobs = SortedKeyList(key=_ctime)
+        self.jobs = SortedKeyList(key=_ctime)  # read-only outside this class
         self.ctime = now_s
         self.atime = now_s
         self.flags = 0
@@ -37,6 +41,23 @@ class Queue:
 
     def __len__(self):
         return len(self.jobs)
+
+    def push(self, job, now_s: int) -> None:
+        """Queue ``job`` in creation order (counts as a job in)."""
+        self.jobs.add(job)
+        self.atime = now_s
+        self.jobs_in += 1
+
+    def pop(self, now_s: int):
+        """Take the oldest job out for delivery (counts as a job out)."""
+        job = self.jobs.pop(0)
+        self.atime = now_s
+        self.jobs_out += 1
+        return job
+
+    def remove(self, job) -> None:
+        """Take ``job`` out without delivering it (DEQUEUE, ACK, ...)."""
+        self.jobs.remove(job)
 
     def paused_name(self) -> bytes:
         return PAUSE_NAMES[self.flags & PAUSED_ALL]

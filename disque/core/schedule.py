@@ -1,15 +1,19 @@
-"""The due-time index ("awakeme" in the original).
+"""The due-time index ("awakeme" in the original): the core's one timer
+facility.
 
 Every registered job has one time at which the node must look at it again
-(delay elapsed, WILLQUEUE, requeue, TTL, GC retry).  Instead of one reactor
-timer per job, jobs sit in buckets of ``RESOLUTION`` ms keyed by the ceiling
-of their due time; a heap holds the bucket keys.  The node drains all buckets
-whose time has come on each tick and asks to be woken for the earliest
-remaining one.
+(delay elapsed, WILLQUEUE, requeue, TTL, GC retry); so do a GETJOB blocked
+with a timeout and an ADDJOB waiting for its copies.  The node keeps one
+schedule of each kind (``NodeState.schedule`` for jobs, ``.timers`` for
+the others); anything with an ``awake`` slot can be scheduled.  Instead of
+one reactor timer per item, items sit in buckets of ``RESOLUTION`` ms keyed
+by the ceiling of their due time; a heap holds the bucket keys.  The node
+drains all buckets whose time has come on each tick and asks to be woken
+for the earliest remaining one.
 
-Invariant: a job is in at most one bucket, the one matching ``job.awake``
-(``job.awake == 0`` means "not scheduled").  Removing a job scans its
-bucket, which holds the jobs due in the same ``RESOLUTION`` ms window.
+Invariant: an item is in at most one bucket, the one matching its
+``awake`` (``awake == 0`` means "not scheduled").  Removing an item scans
+its bucket, which holds the items due in the same ``RESOLUTION`` ms window.
 """
 
 from heapq import heappop, heappush
@@ -33,7 +37,7 @@ class Schedule:
         return self._len
 
     def set(self, job, at: int) -> None:
-        """(Re)schedule ``job`` at ``at`` ms (``at > 0``)."""
+        """(Re)schedule ``job`` (or any item) at ``at`` ms (``at > 0``)."""
         old = job.awake
         if old == at:
             return

@@ -113,10 +113,10 @@ def apply_record(node, argv):
         except J.BadRecord as e:
             return "bad LOADJOB record (%s)" % e
         if node is not None:
-            node.load_job(job)
+            node.jobs.load(job)
     elif name == b"DELJOB" and len(argv) == 2:
         if node is not None:
-            node.load_delete(argv[1])
+            node.jobs.load_delete(argv[1])
     elif name == b"CONTROLLED-RESTART" and len(argv) == 1:
         pass
     else:
@@ -189,7 +189,7 @@ class AOFPersistence:
             log.warn("The AOF ends with a truncated record: dropping its last {n} bytes", n=total - good)
             with open(self.path, "r+b") as f:
                 f.truncate(good)
-        queued = node.finish_load(enqueue)
+        queued = node.jobs.finish_load(enqueue)
         elapsed = time.time() - started
         log.info("AOF loaded: {n} records, {jobs} jobs ({queued} queued) in {t:.2f}s",
                  n=applied, jobs=len(node.jobs), queued=queued, t=elapsed)
@@ -328,7 +328,7 @@ class Rewrite:
         self.f = open(self.tmp, "wb")
         if controlled:
             self.f.write(MARKER)
-        self.buckets = node.jobs._buckets
+        self.buckets = node.jobs.table._buckets
         self.index = 0
         self.started = time.time()
         self.max_step_ms = 0

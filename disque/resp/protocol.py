@@ -115,7 +115,7 @@ class RespProtocol(Protocol):
                 break
             result = dispatch(ctx, client, argv)
             if node.ready:
-                node.serve_ready()
+                node.getjob.serve_ready()
             if result is BLOCKED:
                 self.parked = True
                 self.pending.extend(it)

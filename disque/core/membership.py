@@ -87,6 +87,9 @@ class ClusterNode:
 
 
 class ClusterView:
+    """Every node this one knows (``nodes``, myself included) and what it
+    believes of each; see the module docstring for the rules."""
+
     def __init__(self, node_id: bytes, host: bytes = b"", port: int = 0, rng=None):
         self.myself = ClusterNode(node_id, host, port)
         self.nodes = {node_id: self.myself}
@@ -142,6 +145,13 @@ class ClusterView:
     def send(self, node_id: bytes, msg) -> None:
         self.sent += 1
         self.outbox.append(Send(node_id, msg))
+
+    def send_to_copies(self, job, msg) -> None:
+        """``msg`` to every other node that may hold a copy of ``job``."""
+        me = self.myself.id
+        for node_id in job.delivered:
+            if node_id != me:
+                self.send(node_id, msg)
 
     def broadcast(self, msg, reachable_only=False) -> None:
         for n in self.peers():

@@ -1,0 +1,338 @@
+"""ADDJOB: the job replication state machine.
+
+A new job gets an ID and waits (WAIT_REPL) until ``repl - 1`` other nodes
+confirmed a copy (REPLJOB answered by GOTJOB), one more node tried every
+``REPL_RETRY_MS`` while copies are missing; then it becomes ACTIVE and is
+queued (after its DELAY), and the client gets its ID.  If the client's
+timeout passes first it gets NOREPL and the copies are deleted (DELJOB with
+the ``void`` flag: the ADDJOB never happened).  ASYNC answers at once and
+replicates in the background.  A node leaving the cluster or short of
+memory keeps no copy of its own (``F_EXTREPL``): once the copies are
+confirmed it asks one of them to queue the job and forgets it.
+
+ADDJOB ... DEDUP: a key already used in the queue gets the existing job's
+ID back (:mod:`disque.core.dedup`); a repeat of an ADDJOB still waiting for
+its copies waits with it and gets the same outcome.
+
+Invariants:
+
+* a job waiting for its copies is in ``_replicating`` and in the node's
+  timer schedule until it is confirmed, fails, or (ASYNC) its copies are
+  all there; it is never queued anywhere before;
+* a client is told the ID only once ``repl`` nodes hold the job (or the
+  client asked for ASYNC).
+"""
+
+from . import job as J
+from . import messages as M
+from .effects import Persist, Reply
+from .errors import CommandError
+from .jobid import JobIdGenerator
+from .jobs import TIME_ERR
+from .queue import PAUSED_IN, PAUSED_OUT
+
+REPL_RETRY_MS = 50  # one more node every 50 ms while copies are missing
+
+
+class Replication:
+    """An ADDJOB waiting for its copies (the original's blocked client
+    plus the 50 ms replication timer).  ``awake`` is its slot in the node's
+    timer schedule: the next step or the client's deadline, the sooner."""
+
+    __slots__ = ("job", "needed", "confirmed", "handle", "also", "ok", "fail", "deadline", "last_step",
+                 "async_", "awake")
+
+    def __init__(self, job, needed, now):
+        self.job = job
+        self.needed = needed
+        self.confirmed = set()  # nodes that answered GOTJOB
+        self.handle = None
+        self.also = None  # more clients waiting: ADDJOBs repeating this one's DEDUP key
+        self.ok = self.fail = None
+        self.deadline = 0
+        self.last_step = now
+        self.async_ = False
+        self.awake = 0
+
+    def reply(self, outbox, payload) -> None:
+        """The outcome to every client waiting for it."""
+        if self.handle is not None:
+            outbox.append(Reply(self.handle, payload))
+        for handle in self.also or ():
+            outbox.append(Reply(handle, payload))
+
+
+class AddJob:
+    def __init__(self, node, node_id: bytes):
+        self.node = node
+        self.ids = JobIdGenerator(node_id, seed=node.rng.randbytes(20))
+        self._my_delivered = (node_id,)  # one shared tuple for every local-only job
+        self._prev_ctime = 0
+        self._replicating = {}  # job id -> Replication
+        self._jobs = node.jobs
+        self._table = node.jobs.table
+        self._schedule = node.schedule
+        self._timers = node.timers
+        self._queues = node.queues
+        self._cluster = node.cluster
+        self._random = node.rng.random
+
+    def set_node_id(self, node_id: bytes) -> None:
+        """CLUSTER RESET HARD: new jobs carry the new ID."""
+        self.ids.set_node_id(node_id)
+        self._my_delivered = (node_id,)
+
+    def find_dedup(self, queue: bytes, key: bytes):
+        """ADDJOB ... DEDUP: the job already added with ``key`` in
+        ``queue`` (a Job), the ID of one gone within the window (bytes), or
+        None: see :mod:`disque.core.dedup`."""
+        return self._jobs.dedup.find(queue, key, self.node.now)
+
+    # -- ADDJOB ------------------------------------------------------------------
+
+    def add(self, queue: bytes, body: bytes, repl: int, delay: int, retry: int,
+            ttl: int, maxlen: int, async_: bool, dedup=None):
+        """Create a job from ADDJOB; return it, or raise CommandError.
+
+        ``retry`` is -1 when not given.  ``dedup`` is the job's DEDUP key;
+        the caller asked :meth:`find_dedup` first (a key already indexed
+        stays with its job).  With copies to make, the caller then waits
+        with :meth:`await_replication` (unless ``async_``).
+        """
+        if repl > 1 and retry == 0:
+            raise CommandError(b"ERR", b"With RETRY set to 0 please explicitly set  REPLICATE to 1 (at-most-once delivery)")
+        if delay >= ttl:
+            raise CommandError(b"ERR", b"The specified DELAY is greater than TTL. Job refused since would never be delivered")
+        if retry == -1:
+            retry = J.DEFAULT_TTL_RETRY if ttl == J.DEFAULT_TTL else J.default_retry(ttl)
+        node = self.node
+        cluster = self._cluster
+        leaving = cluster.leaving
+        extrepl = leaving or node.memory.level > 0
+        additional = repl if extrepl else repl - 1
+        if additional > 0 and additional > cluster.reachable - cluster.leaving_peers:
+            reachable = cluster.reachable - cluster.leaving_peers
+            if extrepl and additional - 1 == reachable:
+                reason = b"I'm leaving the cluster" if leaving else b"I'm out of memory"
+                raise CommandError(b"NOREPL", b"Not enough reachable nodes for the requested replication level, since I'm unable to hold a copy of the message for the following reason: " + reason)
+            raise CommandError(b"NOREPL", b"Not enough reachable nodes for the requested replication level")
+        q = self._queues.get(queue)
+        if q is not None:
+            if maxlen and len(q.jobs) >= maxlen:
+                raise CommandError(b"MAXLEN", b"Queue is already longer than the specified MAXLEN count")
+            if q.flags & PAUSED_IN:
+                raise CommandError(b"PAUSED", b"Queue paused in input, try later")
+            queue = q.name  # share one bytes object per queue name
+        now = node.now
+        ctime = now * 1_000_000
+        if ctime <= self._prev_ctime:
+            ctime = self._prev_ctime + 1
+        self._prev_ctime = ctime
+        etime = now + ttl * 1000
+        job = J.Job(self.ids.new_id(ttl, retry), queue, body, J.WAIT_REPL, repl, ctime, etime, delay,
+                    retry, now + (delay or retry) * 1000)
+        if not self._table.add(job.id, job):  # 144 random bits: only a bug gets here
+            raise CommandError(b"ERR", b"Internal error creating the job, check server logs")
+        if dedup is not None:
+            job.dedup = dedup
+            self._jobs.dedup.add(job)
+        if additional > 0:
+            self._replicate(job, additional, extrepl, async_, q)
+            return job
+        job.delivered = self._my_delivered
+        if delay:
+            job.state = J.ACTIVE
+            self._jobs.update_awake(job)
+        else:
+            # Queues.enqueue() + Jobs.update_awake() for a brand-new job,
+            # inlined: this is the hottest path of the node (every ADDJOB on
+            # a single node).  tests/test_core.py checks they agree.
+            job.state = J.QUEUED
+            if retry:
+                job.flags = J.F_BCAST_QUEUED | J.F_BCAST_WILLQUEUE
+                qtime = job.qtime = now + retry * 1000 + int(self._random() * TIME_ERR)  # requeue_time()
+                at = qtime - J.WILLQUEUE_ADVANCE
+                if etime < at:
+                    at = etime
+            else:
+                job.flags = J.F_BCAST_QUEUED
+                job.qtime = 0
+                at = etime
+            self._schedule.insert(job, at)
+            if q is None:
+                q = self._queues.queue_for(queue)
+            q.push(job, now // 1000)
+            if q.waiting and not q.flags & PAUSED_OUT:
+                self._queues.ready.append(q)
+        if node.persist:
+            node.outbox.append(Persist((b"LOADJOB", job)))
+        return job
+
+    def await_replication(self, job, handle, timeout_ms: int, ok_payload, fail_payload) -> None:
+        """Block the ADDJOB client until the copies are confirmed (``Reply``
+        to ``handle`` with ``ok_payload``) or ``timeout_ms`` passes
+        (``fail_payload``; 0 = no timeout but the job's TTL)."""
+        pending = self._replicating[job.id]
+        if pending.handle is not None:
+            # A repeated ADDJOB (same DEDUP key) while the first one waits:
+            # it gets the first one's outcome, whatever its own timeout.
+            if pending.also is None:
+                pending.also = []
+            pending.also.append(handle)
+            return
+        pending.handle = handle
+        pending.ok = ok_payload
+        pending.fail = fail_payload
+        if timeout_ms:
+            pending.deadline = self.node.now + timeout_ms
+            if pending.deadline < pending.awake:
+                self._timers.set(pending, pending.deadline)
+
+    # -- Replication ----------------------------------------------------------------
+
+    def _targets(self, exclude, count):
+        """Up to ``count`` reachable, non-leaving peers not in ``exclude``,
+        shuffled (the original's replication order)."""
+        peers = [n for n in self._cluster.active_peers() if n not in exclude]
+        self.node.rng.shuffle(peers)
+        return peers[:count]
+
+    def _replicate(self, job, additional: int, extrepl: bool, async_: bool, q) -> None:
+        """ADDJOB steps 1-2: the job (already in the table) waits for
+        ``additional`` copies on other nodes.  With ``extrepl`` (leaving or
+        low on memory) this node keeps no copy of its own."""
+        node = self.node
+        targets = self._targets((), additional)
+        job.delivered = tuple(targets) if extrepl else (node.my_id, *targets)
+        job.flags |= J.F_EXTREPL if extrepl else 0
+        pending = Replication(job, additional, node.now)
+        if not async_:
+            job.confirmed = pending.confirmed  # SHOW lists them while it waits
+        self._replicating[job.id] = pending
+        record = self._jobs.record(job)
+        for node_id in targets:
+            self._cluster.send(node_id, M.ReplJob(record))
+        self._timers.insert(pending, node.now + REPL_RETRY_MS)
+        if async_:
+            # ASYNC: the client gets its ID now and the job is queued at once
+            # (locally, unless this node keeps no copy); copies go on in the
+            # background, with no timeout but the TTL.
+            pending.async_ = True
+            self._activate(job, q)
+        else:
+            self._jobs.update_awake(job)  # TTL: a stuck replication cannot outlive it
+
+    def _activate(self, job, q=None) -> None:
+        """The job reached its replication level (or is ASYNC): active, and
+        queued here or, without a local copy, on one confirmed node."""
+        if job.state == J.WAIT_REPL:
+            job.state = J.ACTIVE
+        if job.flags & J.F_EXTREPL:
+            return
+        if job.delay == 0:
+            self._queues.enqueue(job, False, q)
+        else:
+            self._jobs.update_awake(job)
+        self._jobs.log_added(job)
+
+    def _done(self, pending) -> None:
+        del self._replicating[pending.job.id]
+        if pending.awake:
+            self._timers.remove(pending)
+
+    def step(self, pending) -> None:
+        """The timer of ``pending`` fired: fail it past the client's
+        deadline (or if the job went away), else one more node, and
+        REPLJOB again to every node that may have a copy."""
+        node = self.node
+        now = node.now
+        job = pending.job
+        if pending.deadline and now >= pending.deadline or self._table.get(job.id) is not job:
+            self._failed(pending)
+            return
+        if now - pending.last_step >= REPL_RETRY_MS:
+            pending.last_step = now
+            extra = self._targets(job.delivered, 1)
+            if extra:
+                job.delivered = (*job.delivered, extra[0])
+            record = self._jobs.record(job)
+            me = node.my_id
+            for node_id in job.delivered:
+                if node_id != me and node_id not in pending.confirmed:
+                    self._cluster.send(node_id, M.ReplJob(record))
+        at = now + REPL_RETRY_MS
+        if pending.deadline and pending.deadline < at:
+            at = pending.deadline
+        self._timers.insert(pending, at)
+
+    def _failed(self, pending) -> None:
+        """ms-timeout reached: NOREPL to the client, best-effort delete of
+        the copies.  An ASYNC job whose copies never came stays as it is."""
+        self._done(pending)
+        job = pending.job
+        if pending.async_:
+            return
+        pending.reply(self.node.outbox, pending.fail)
+        me = self.node.my_id
+        for node_id in job.delivered:
+            if node_id != me:
+                self._cluster.send(node_id, M.DelJob(job.id, void=True))
+        if self._table.get(job.id) is job:
+            self._jobs.unregister(job)
+
+    # -- Bus messages ------------------------------------------------------------------
+
+    def on_gotjob(self, sender, msg) -> None:
+        pending = self._replicating.get(msg.job_id)
+        if pending is None:
+            return
+        job = pending.job
+        pending.confirmed.add(sender)
+        if sender not in job.delivered:
+            job.delivered = (*job.delivered, sender)
+        if len(pending.confirmed) < pending.needed:
+            return
+        self._done(pending)
+        if job.confirmed is pending.confirmed:
+            job.confirmed = None
+        if not pending.async_:
+            self._activate(job)
+            pending.reply(self.node.outbox, pending.ok)
+        if job.flags & J.F_EXTREPL:
+            # Not ours to keep: one of the copies queues it, we forget it.
+            if job.delay == 0:
+                me = self.node.my_id
+                copies = [n for n in job.delivered if n != me]
+                self._cluster.send(self.node.rng.choice(copies), M.Enqueue(job.id))
+            self._jobs.unregister(job)
+
+    def on_repljob(self, sender, msg) -> None:
+        """A copy to keep: register it ACTIVE with its own requeue time
+        (after DELAY + RETRY) and confirm with GOTJOB."""
+        rec = msg.job
+        jobs = self._jobs
+        job = jobs.get(rec.id)
+        if job is not None:
+            if job.state != J.ACKED:
+                job.merge_delivered(rec.delivered)
+                self._cluster.send(sender, M.GotJob(rec.id))
+            return
+        node = self.node
+        if node.memory.level > 0 or self._cluster.leaving:
+            return  # no GOTJOB: the sender tries another node
+        job = jobs.from_record(
+            rec, (node.now + (rec.delay + rec.retry) * 1000 + jobs.jitter()) if rec.retry else 0)
+        # A copy's first queueing is a re-queue: broadcast QUEUED, count it.
+        job.flags = J.F_BCAST_QUEUED | (J.F_BCAST_WILLQUEUE if rec.retry else 0)
+        jobs.register(job)
+        jobs.log_added(job)
+        self._cluster.send(sender, M.GotJob(rec.id))
+
+    def on_enqueue(self, sender, msg) -> None:
+        job = self._jobs.get(msg.job_id)
+        if job is None or job.state != J.ACTIVE:
+            return
+        self._queues.enqueue_first(job)  # asked by the creator, which keeps no copy
+
+    def handlers(self):
+        return {M.ReplJob: self.on_repljob, M.GotJob: self.on_gotjob, M.Enqueue: self.on_enqueue}

@@ -1,0 +1,192 @@
+"""The node's jobs: the spec's generic functions LOOKUP-JOB, REGISTER and
+UNREGISTER, and when each job needs the node's attention again.
+
+:class:`Jobs` owns the job table (ID -> :class:`~disque.core.job.Job`) and
+the DEDUP key index of the jobs in it.  It also holds what every other part
+computes about a single job: its next awake time in the due-time schedule
+("updateJobAwakeTime"), its requeue time, its bus record, and the loading
+of an append only file.
+
+Invariants:
+
+* a job is in the table iff it is registered; a registered job with a DEDUP
+  key is in the key index under that key;
+* every registered job is scheduled (``job.awake > 0``) at the earliest
+  time it needs attention, and that is never after its TTL (``etime``).
+"""
+
+from . import job as J
+from . import messages as M
+from .dedup import DedupIndex
+from .effects import Persist
+from .table import JobTable
+
+TIME_ERR = 500  # ms, random spread added to requeue times (desync nodes)
+
+
+class Jobs:
+    def __init__(self, node):
+        self.node = node
+        self.table = JobTable(4096)
+        self.get = self.table.get  # LOOKUP-JOB
+        self.dedup = DedupIndex()  # ADDJOB ... DEDUP keys; the host sets .window
+        self._schedule = node.schedule
+        self._random = node.rng.random
+
+    def __len__(self):
+        return len(self.table)
+
+    def __contains__(self, job_id):
+        return job_id in self.table
+
+    def values(self):
+        return self.table.values()
+
+    # -- REGISTER / UNREGISTER -------------------------------------------
+
+    def add(self, job) -> bool:
+        """Put ``job`` in the table and its DEDUP key in the index, without
+        scheduling it (ADDJOB's fast path does both inline); False if the ID
+        is taken."""
+        if not self.table.add(job.id, job):
+            return False
+        if job.dedup is not None:
+            self.dedup.add(job)
+        return True
+
+    def register(self, job) -> bool:
+        if not self.add(job):
+            return False
+        self.update_awake(job)
+        return True
+
+    def unregister(self, job, void: bool = False) -> bool:
+        """Forget a job.  Its DEDUP key is remembered for the window unless
+        the job never was accepted (still waiting for its copies, or
+        ``void``: its creator says the ADDJOB failed)."""
+        if self.table.pop(job.id) is None:
+            return False
+        node = self.node
+        if job.dedup is not None:
+            self.dedup.remove(job, node.now, not void and job.state != J.WAIT_REPL)
+        if node.persist and J.ACTIVE <= job.state < J.ACKED:
+            node.outbox.append(Persist((b"DELJOB", job.id)))
+        self._schedule.remove(job)
+        if job.state == J.QUEUED:
+            node.queues.dequeue(job)
+        return True
+
+    def log_added(self, job) -> None:
+        """A LOADJOB record for the AOF (when persistence is on)."""
+        node = self.node
+        if node.persist:
+            node.outbox.append(Persist((b"LOADJOB", job)))
+
+    # -- Awake time (updateJobAwakeTime) ---------------------------------
+
+    def requeue_time(self, job) -> int:
+        """When ``job`` is queued again if nobody acknowledges it: RETRY
+        from now, plus a random spread so copies on several nodes do not
+        all fire at once.  (ADDJOB's fast path inlines it.)"""
+        return self.node.now + job.retry * 1000 + int(self._random() * TIME_ERR)
+
+    def jitter(self) -> int:
+        return int(self._random() * TIME_ERR)
+
+    def update_awake(self, job) -> None:
+        """Schedule ``job`` at the earliest of its TTL, its requeue time
+        (500 ms earlier while a WILLQUEUE is due) or, once acknowledged,
+        its next garbage collection attempt."""
+        at = job.etime
+        state = job.state
+        if state == J.ACKED:
+            gc = self.node.acks.next_gc_time(job)
+            if gc < at:
+                at = gc
+        elif (state == J.ACTIVE or state == J.QUEUED) and job.qtime:
+            qtime = job.qtime
+            if job.flags & J.F_BCAST_WILLQUEUE:
+                qtime -= J.WILLQUEUE_ADVANCE
+            if qtime < at:
+                at = qtime
+        self._schedule.set(job, at if at > 0 else 1)
+
+    def set_requeue_time(self, job, qtime: int) -> None:
+        # Never violate at-most-once because of a caller's mistake.
+        if job.retry == 0 or job.qtime == 0:
+            return
+        job.qtime = qtime
+        self.update_awake(job)
+
+    def postpone(self, job) -> None:
+        """Another node queued or is working on ``job``: requeue it RETRY
+        from now, sending WILLQUEUE first (QUEUED, WORKING, NACK, YOURJOBS)."""
+        job.flags |= J.F_BCAST_WILLQUEUE
+        self.set_requeue_time(job, self.requeue_time(job))
+
+    # -- Bus records ------------------------------------------------------
+
+    @staticmethod
+    def record(job) -> M.JobRecord:
+        """The job as REPLJOB / YOURJOBS carry it."""
+        return M.JobRecord(job.id, job.queue, job.body, job.repl, job.ctime, job.etime, job.delay,
+                           job.retry, job.nacks, job.deliv, tuple(job.delivered), job.dedup or b"")
+
+    def from_record(self, rec, qtime: int):
+        """A new ACTIVE job from a REPLJOB / YOURJOBS record (not yet
+        registered): counters, the nodes that may hold it (this one
+        included), its DEDUP key, the queue name shared with an existing
+        queue."""
+        node = self.node
+        q = node.queues.get(rec.queue)
+        job = J.Job(rec.id, q.name if q is not None else rec.queue, rec.body, J.ACTIVE, rec.repl, rec.ctime,
+                    rec.etime, rec.delay, rec.retry, qtime)
+        job.nacks = rec.nacks
+        job.deliv = rec.deliv
+        me = node.my_id
+        job.delivered = rec.delivered if me in rec.delivered else (*rec.delivered, me)
+        if rec.dedup:
+            job.dedup = rec.dedup
+        return job
+
+    # -- Loading the AOF ("Disque and disk persistence") -------------------
+
+    def load(self, job) -> None:
+        """A LOADJOB record: the latest record of a job wins."""
+        old = self.table.get(job.id)
+        if old is not None:
+            self.unregister(old, void=True)
+        job.awake = 0
+        self.add(job)
+
+    def load_delete(self, job_id: bytes) -> None:
+        """A DELJOB record.  Keys of deleted jobs are not remembered across
+        a restart (the file does not say why the job went)."""
+        job = self.table.get(job_id)
+        if job is not None:
+            self.unregister(job, void=True)
+
+    def finish_load(self, enqueue_queued: bool) -> int:
+        """After the AOF: jobs come back active, waiting for their requeue
+        time (RETRY 0 jobs never are).  A controlled restart
+        (``enqueue_queued``) puts jobs that were queued back in their
+        queues, RETRY 0 ones included: the file was written while no
+        client could take them.  Returns how many were queued."""
+        queued = 0
+        enqueue_first = self.node.queues.enqueue_first
+        for job in list(self.table.values()):
+            was_queued = job.state == J.QUEUED
+            job.state = J.ACTIVE
+            job.flags = J.F_BCAST_QUEUED | (J.F_BCAST_WILLQUEUE if job.retry else 0)
+            if job.retry == 0:
+                job.qtime = 0
+            if enqueue_queued and was_queued:
+                enqueue_first(job)
+                queued += 1
+            else:
+                self.update_awake(job)
+        return queued
+
+    def clear(self) -> None:
+        self.table.clear()
+        self.dedup.clear()

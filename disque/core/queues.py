@@ -1,0 +1,172 @@
+"""The node's queues and the spec's ENQUEUE and DEQUEUE.
+
+:class:`Queues` holds every queue by name, creates one on first use, and
+reclaims it once it has been idle for ``QUEUE_MAX_IDLE`` seconds with no
+job, no blocked client and no pause flag.  ENQUEUE here is the original's
+``enqueueJob``: the requeue time, the QUEUED broadcast of a re-queue and
+the counters all follow from the job's flags.
+
+Invariants:
+
+* a job is QUEUED iff it is in its queue (``Queue.jobs``), and then it has a
+  requeue time unless it is at-most-once (RETRY 0: ``qtime == 0`` once
+  queued, so it is never queued again by the node itself);
+* ``ready`` lists queues that received jobs while clients wait on them and
+  may serve them (not paused out); :meth:`GetJob.serve_ready` empties it.
+"""
+
+from . import job as J
+from . import messages as M
+from .queue import PAUSED_IN, PAUSED_OUT, QUEUE_MAX_IDLE, Queue
+from .table import BucketedDict
+
+
+class Queues:
+    def __init__(self, node):
+        self.node = node
+        self._by_name = BucketedDict(256)
+        self.get = self._by_name.get
+        self.scan = self._by_name.scan
+        self.ready = []
+        self._idle = {}  # name -> Queue, candidates for reclaiming
+
+    def __len__(self):
+        return len(self._by_name)
+
+    def values(self):
+        return self._by_name.values()
+
+    def queue_for(self, name: bytes) -> Queue:
+        """The queue called ``name``, created if needed."""
+        q = self._by_name.get(name)
+        if q is None:
+            q = Queue(name, self.node.now // 1000)
+            self._by_name.add(name, q)
+        return q
+
+    # -- ENQUEUE / DEQUEUE ------------------------------------------------
+
+    def enqueue(self, job, nack: bool = False, q=None) -> bool:
+        """ENQUEUE(job): put an active job in its queue; see queue.c.
+        ``q`` is the job's queue when the caller already looked it up."""
+        if job.state == J.QUEUED or job.qtime == 0:
+            return False
+        if job.retry == 0 and job.flags & J.F_DELIVERED:
+            return False
+        node = self.node
+        job.state = J.QUEUED
+        if job.retry:
+            job.flags |= J.F_BCAST_WILLQUEUE
+            job.qtime = node.jobs.requeue_time(job)
+        else:
+            job.qtime = 0
+        if job.flags & J.F_BCAST_QUEUED or nack:
+            if nack:
+                job.nacks += 1
+            else:
+                job.deliv += 1
+            node.cluster.send_to_copies(job, M.Queued(job.id, M.COUNT_NACK if nack else M.COUNT_DELIVERY))
+        else:
+            job.flags |= J.F_BCAST_QUEUED
+        node.jobs.update_awake(job)
+        if q is None:
+            q = self.queue_for(job.queue)
+        q.push(job, node.now // 1000)
+        if q.waiting and not q.flags & PAUSED_OUT:
+            self.ready.append(q)
+        return True
+
+    def enqueue_first(self, job) -> bool:
+        """ENQUEUE a job as its first queueing on this node, not as a
+        redelivery: no QUEUED broadcast and no counter bumped, and an
+        at-most-once job (qtime 0) gets its one queueing.  For jobs that
+        arrive to be queued (ENQUEUE from their creator, YOURJOBS) and a
+        controlled restart."""
+        if job.qtime == 0:
+            job.qtime = 1
+        job.flags &= ~J.F_BCAST_QUEUED
+        queued = self.enqueue(job)
+        job.flags |= J.F_BCAST_QUEUED
+        return queued
+
+    def dequeue(self, job) -> bool:
+        """DEQUEUE(job): out of its queue, back to ACTIVE (its requeue time
+        stays)."""
+        if job.state != J.QUEUED:
+            return False
+        q = self._by_name.get(job.queue)
+        job.state = J.ACTIVE
+        if q is not None:
+            q.remove(job)
+            if not q.jobs:
+                self._idle[q.name] = q
+        return True
+
+    def fetch(self, q: Queue):
+        """Pop the oldest job of ``q`` for delivery (state becomes ACTIVE)."""
+        job = q.pop(self.node.now // 1000)
+        job.state = J.ACTIVE
+        job.flags |= J.F_DELIVERED
+        if not q.jobs:
+            self._idle[q.name] = q
+        return job
+
+    # -- PAUSE --------------------------------------------------------------
+
+    def set_pause(self, name: bytes, flags: int, update: bool) -> int:
+        """QPAUSE state of ``name``, changed to ``flags`` if ``update``;
+        returns the flags now in force."""
+        q = self._by_name.get(name)
+        if q is None and update and flags:
+            q = self.queue_for(name)
+        if q is not None and update:
+            was_out = q.flags & PAUSED_OUT
+            q.flags = flags
+            if was_out and not flags & PAUSED_OUT and q.waiting and q.jobs:
+                self.ready.append(q)
+            if not flags:
+                self._idle[q.name] = q
+        return q.flags if q is not None else 0
+
+    def broadcast_pause(self, name: bytes, flags: int) -> None:
+        """PAUSE ... bcast: the queue's state to every reachable node."""
+        self.node.cluster.broadcast(M.Pause(name, flags), reachable_only=True)
+
+    def on_pause(self, sender, msg) -> None:
+        self.set_pause(msg.queue, msg.flags, True)
+
+    def handlers(self):
+        return {M.Pause: self.on_pause}
+
+    # -- Reclaiming ---------------------------------------------------------
+
+    def maybe_idle(self, q: Queue) -> None:
+        """``q`` may have become unused (no jobs, no clients, no flags)."""
+        self._idle[q.name] = q
+
+    def in_use(self, q: Queue) -> None:
+        self._idle.pop(q.name, None)
+
+    def reclaim_idle(self) -> None:
+        """Drop the queues idle for ``QUEUE_MAX_IDLE`` seconds."""
+        if not self._idle:
+            return
+        now_s = self.node.now // 1000
+        for name, q in list(self._idle.items()):
+            if q.jobs or q.waiting or q.flags or self._by_name.get(name) is not q:
+                del self._idle[name]
+            elif now_s - q.atime >= QUEUE_MAX_IDLE:
+                del self._idle[name]
+                self._by_name.pop(name)
+
+    def drop_unused(self) -> None:
+        """Drop every unused queue now, however recent (memory pressure)."""
+        for name, q in list(self._idle.items()):
+            if not q.jobs and not q.waiting and not q.flags and self._by_name.get(name) is q:
+                del self._idle[name]
+                self._by_name.pop(name)
+
+    def clear(self) -> None:
+        self._by_name.clear()
+        self._idle.clear()
+        self.ready.clear()
