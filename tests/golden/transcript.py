@@ -1,8 +1,7 @@
-"""Parser for the golden transcripts of the original Disque server
-(/work/shared/reference/*.md; the block format is described in README.md
-there) plus a small typed RESP reader used to compare replies.
+"""The golden transcripts of the original Disque server, parsed.
 
-A transcript file is a sequence of blocks::
+/work/shared/reference/*.md (the block format is described in README.md
+there) are sequences of blocks::
 
     **optional short title**
     ```
@@ -17,14 +16,29 @@ A transcript file is a sequence of blocks::
 knowing the ``##`` / ``###`` headings it sits under and the prose lines in
 parentheses that appear between the previous block and itself (e.g. "(30 more
 queues ... created ..., not shown)"), so that a replayer can act on them.
+:data:`FILES` lists the transcripts the replay covers, in the order they run.
 """
 
 import ast
 import os
 import re
 from dataclasses import dataclass, field
+from typing import List, Optional
 
 REFERENCE_DIR = os.environ.get("DISQUE_GOLDEN_DIR", "/work/shared/reference")
+
+# The transcripts replayed, in order: (file, stop_at) for parse_file.
+# cluster.md: the single node part, then the 3-node sections on three more
+# nodes.
+FILES = [
+    ("jobs.md", None),
+    ("getjob.md", None),
+    ("queues.md", None),
+    ("scan-pause.md", None),
+    ("admin.md", None),
+    ("errors.md", None),
+    ("cluster.md", None),
+]
 
 
 @dataclass
@@ -34,20 +48,20 @@ class Block:
     line: int  # 1-based line of the "> command" line
     section: str  # current "## " heading ("" before the first one)
     subsection: str  # current "### " heading under that section, or ""
-    title: str | None  # **title** just before the block
-    tag: str | None  # "[tag] > ..." (node or connection), None if untagged
+    title: Optional[str]  # **title** just before the block
+    tag: Optional[str]  # "[tag] > ..." (node or connection), None if untagged
     command: str  # the command as typed (after "> ")
     sent: bytes  # exact bytes written (expanded when the file truncates it)
     sent_truncated: bool
     reply: bytes  # whole reply (concatenation of the indented literals)
     reply_len: int  # N of "(N bytes, ...)"
-    notes: list[str] = field(default_factory=list)
-    prose: list[str] = field(default_factory=list)  # "(...)" lines since the previous block
+    notes: List[str] = field(default_factory=list)
+    prose: List[str] = field(default_factory=list)  # "(...)" lines since the previous block
 
     # -- notes ------------------------------------------------------------
 
     @property
-    def arrived_after(self) -> float | None:
+    def arrived_after(self) -> Optional[float]:
         for n in self.notes:
             m = re.fullmatch(r"arrived after ([0-9.]+)s", n)
             if m:
@@ -55,7 +69,7 @@ class Block:
         return None
 
     @property
-    def nothing_more_within(self) -> float | None:
+    def nothing_more_within(self) -> Optional[float]:
         for n in self.notes:
             m = re.fullmatch(r"nothing more within ([0-9.]+)s, connection open", n)
             if m:
@@ -151,7 +165,7 @@ def _parse_block(lines, start, file, where_line):
                  reply_len=reply_len, notes=merged)
 
 
-def parse_text(text: str, file: str = "<text>", stop_at: str | None = None) -> list:
+def parse_text(text: str, file: str = "<text>", stop_at: Optional[str] = None) -> list:
     """Blocks of one transcript, in order.  ``stop_at``: stop before the
     first ``## `` heading that starts with this text."""
     blocks = []
@@ -189,120 +203,8 @@ def parse_text(text: str, file: str = "<text>", stop_at: str | None = None) -> l
     return blocks
 
 
-def parse_file(name: str, stop_at: str | None = None, directory: str = REFERENCE_DIR) -> list:
+def parse_file(name: str, stop_at: Optional[str] = None, directory: str = REFERENCE_DIR) -> list:
     with open(os.path.join(directory, name), encoding="utf-8") as f:
         return parse_text(f.read(), name, stop_at)
 
 
-# ----------------------------------------------------------------------
-# Typed RESP values: ("+", bytes) ("-", bytes) (":", int) ("$", bytes|None)
-# ("*", list|None).  Unlike hiredis this keeps status apart from bulk.
-# ----------------------------------------------------------------------
-
-class Incomplete(Exception):
-    pass
-
-
-def parse_reply(buf: bytes, pos: int = 0):
-    """One reply at ``pos``: ``(value, end)``; raises Incomplete or
-    ValueError (malformed)."""
-    eol = buf.find(b"\r\n", pos)
-    if eol < 0:
-        raise Incomplete()
-    kind = buf[pos:pos + 1]
-    line = buf[pos + 1:eol]
-    end = eol + 2
-    if kind in (b"+", b"-"):
-        return (kind.decode(), line), end
-    if kind == b":":
-        return (":", int(line)), end
-    if kind == b"$":
-        n = int(line)
-        if n < 0:
-            return ("$", None), end
-        if len(buf) < end + n + 2:
-            raise Incomplete()
-        if buf[end + n:end + n + 2] != b"\r\n":
-            raise ValueError("bulk not followed by CRLF")
-        return ("$", buf[end:end + n]), end + n + 2
-    if kind == b"*":
-        n = int(line)
-        if n < 0:
-            return ("*", None), end
-        items = []
-        for _ in range(n):
-            item, end = parse_reply(buf, end)
-            items.append(item)
-        return ("*", items), end
-    raise ValueError("bad RESP type byte %r" % kind)
-
-
-def parse_replies(buf: bytes) -> list:
-    """Every complete reply in ``buf`` (raises ValueError on leftovers)."""
-    out = []
-    pos = 0
-    while pos < len(buf):
-        try:
-            value, pos = parse_reply(buf, pos)
-        except Incomplete:
-            raise ValueError("incomplete reply at byte %d" % pos)
-        out.append(value)
-    return out
-
-
-def encode(value) -> bytes:
-    kind, v = value
-    if kind in ("+", "-"):
-        return kind.encode() + v + b"\r\n"
-    if kind == ":":
-        return b":%d\r\n" % v
-    if kind == "$":
-        return b"$-1\r\n" if v is None else b"$%d\r\n%s\r\n" % (len(v), v)
-    if kind == "*":
-        if v is None:
-            return b"*-1\r\n"
-        return b"*%d\r\n" % len(v) + b"".join(encode(x) for x in v)
-    raise ValueError(kind)
-
-
-def encode_command(argv) -> bytes:
-    return b"*%d\r\n" % len(argv) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in argv)
-
-
-def split_requests(data: bytes) -> list:
-    """Best-effort split of raw request bytes into argv lists (RESP arrays
-    and inline commands, as the server reads them); used to know which
-    command each pipelined reply answers.  Empty requests are dropped."""
-    out = []
-    try:
-        _split(data, out)
-    except ValueError:  # a protocol error: the server stops there too
-        pass
-    return out
-
-
-def _split(data, out):
-    pos = 0
-    while pos < len(data):
-        if data[pos:pos + 1] == b"*":
-            eol = data.find(b"\r\n", pos)
-            if eol < 0:
-                break
-            n = int(data[pos + 1:eol])
-            pos = eol + 2
-            argv = []
-            for _ in range(max(n, 0)):
-                eol = data.find(b"\r\n", pos)
-                ln = int(data[pos + 1:eol])
-                argv.append(data[eol + 2:eol + 2 + ln])
-                pos = eol + 2 + ln + 2
-            if argv:
-                out.append(argv)
-        else:
-            eol = data.find(b"\n", pos)
-            if eol < 0:
-                break
-            words = data[pos:eol].rstrip(b"\r").split()
-            if words:
-                out.append(words)
-            pos = eol + 1

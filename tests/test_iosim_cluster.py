@@ -1,0 +1,143 @@
+"""Two real nodes over the real bus protocol, in memory.
+
+Each node is a DisqueNodeService on its own MemoryReactorClock, joined to
+the other by disque.testing.IOSimCluster over twisted.test.iosim: the
+clients speak RESP to the real RESP protocol, the nodes speak the real bus
+wire format through the real bus protocol and links, and time is a fake
+clock moved by the test (no sockets, no real time).  ``cluster.frames`` is
+what each node received on the bus, decoded: the tests read the messages
+of the spec ("Cluster messages" in the README) from it."""
+
+import pytest
+
+from disque.core import messages as M
+from disque.testing import ErrorReply, IOSimCluster
+
+NOREPL_TIMEOUT = b"NOREPL Timeout reached before replicating to the requested number of nodes"
+
+
+def fields(text):
+    return dict(line.split(b":", 1) for line in text.split(b"\r\n") if b":" in line)
+
+
+def reachable(client):
+    return int(fields(client.call("CLUSTER", "INFO"))[b"cluster_reachable_nodes"])
+
+
+def link_state(client):
+    """The link column of the peer's line in CLUSTER NODES (two nodes)."""
+    peer, = [line for line in client.call("CLUSTER", "NODES").split(b"\n") if line and b"myself" not in line]
+    return peer.split(b" ")[-1]
+
+
+def registered_jobs(client):
+    return int(fields(client.call("INFO", "JOBS"))[b"registered_jobs"])
+
+
+def messages(cluster, since, *types):
+    """(sender, receiver, type name) of the bus messages delivered since
+    ``since`` (an index of cluster.frames), of the given types or all."""
+    return [(s, r, type(m).__name__) for s, r, m in cluster.frames[since:]
+            if not types or isinstance(m, types)]
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """Nodes 0 (A) and 1 (B), met and linked, and a client of each."""
+    cluster = IOSimCluster(2, tmp_path)
+    a, b = cluster.client(0), cluster.client(1)
+    assert a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[1]) == b"OK"
+    cluster.advance(1.0)
+    assert reachable(a) == reachable(b) == 1
+    yield cluster, a, b
+    cluster.stop()
+
+
+def test_nodes_meet_over_the_bus(pair):
+    cluster, a, b = pair
+    assert messages(cluster, 0)[:2] == [(0, 1, "Meet"), (1, 0, "Pong")]
+    b_id = b.call("CLUSTER", "MYID")
+    assert b_id in a.call("CLUSTER", "NODES") and link_state(a) == b"connected"
+
+
+def test_addjob_replicates_to_b_and_answers_only_after_gotjob(pair):
+    cluster, a, b = pair
+    start = len(cluster.frames)
+    cluster.hold(1, 0)  # B's answers stay in flight
+    a.send("ADDJOB", "q", "body", 5000, "REPLICATE", 2)
+    cluster.advance(0.2)
+    repl = [m for s, r, m in cluster.frames[start:] if isinstance(m, M.ReplJob)]
+    assert repl and all(m.job.queue == b"q" and m.job.body == b"body" and m.job.repl == 2 for m in repl)
+    job_id = repl[0].job.id
+    assert not a.replies  # B has its copy, A has not heard so yet
+    assert b.call("SHOW", job_id)[4:6] == [b"state", b"active"]
+
+    cluster.release(1, 0)
+    assert messages(cluster, start, M.GotJob) and a.reply() == job_id
+    assert a.call("SHOW", job_id)[4:6] == [b"state", b"queued"]
+
+
+def test_getjob_and_ack_on_b_then_both_nodes_forget_the_job(pair):
+    cluster, a, b = pair
+    job_id = a.call("ADDJOB", "q", "body", 5000, "REPLICATE", 2)
+    assert job_id.startswith(b"D-")
+
+    start = len(cluster.frames)
+    b.send("GETJOB", "TIMEOUT", 1000, "FROM", "q")
+    cluster.pump()
+    assert b.reply() == [[b"q", job_id, b"body"]]  # moved from A by federation
+    assert messages(cluster, start, M.NeedJobs, M.YourJobs)[:2] == [(1, 0, "NeedJobs"), (0, 1, "YourJobs")]
+
+    start = len(cluster.frames)
+    assert b.call("ACKJOB", job_id) == 1
+    cluster.advance(0.5)
+    assert messages(cluster, start, M.SetAck, M.GotAck, M.DelJob) == [
+        (1, 0, "SetAck"), (0, 1, "GotAck"), (1, 0, "DelJob")]
+    assert a.call("SHOW", job_id) is None and b.call("SHOW", job_id) is None
+    assert registered_jobs(a) == registered_jobs(b) == 0
+
+
+def test_link_lost_mid_replication_gives_norepl_at_the_timeout(pair):
+    cluster, a, b = pair
+    producer = cluster.client(0)  # a's connection stays free for questions
+    start = len(cluster.frames)
+    cluster.hold(0, 1)  # A's REPLJOB is in flight ...
+    producer.send("ADDJOB", "q", "body", 3000, "REPLICATE", 2)
+    cluster.pump()
+    cluster.cut(0, 1)  # ... and lost with the link; reconnecting fails (retries: < 1.1 s apart)
+    cluster.advance(2.9)
+    assert not producer.replies and link_state(a) == b"disconnected"
+    cluster.advance(0.2)
+    assert producer.reply() == ErrorReply(NOREPL_TIMEOUT)
+    assert producer.raw[-1] == b"-" + NOREPL_TIMEOUT + b"\r\n"
+    assert messages(cluster, start, M.ReplJob) == []
+    assert registered_jobs(a) == registered_jobs(b) == 0
+
+    cluster.heal()
+    cluster.advance(3.0)  # the links' next retries (at most 2 s apart) find the peer again
+    assert link_state(a) == link_state(b) == b"connected"
+
+
+def test_the_surviving_copy_is_requeued_when_its_creator_dies(pair):
+    cluster, a, b = pair
+    job_id = a.call("ADDJOB", "q", "body", 5000, "REPLICATE", 2, "RETRY", 2)
+    assert b.call("SHOW", job_id)[4:6] == [b"state", b"active"]
+    cluster.kill(0)
+    cluster.advance(1.0)
+    assert link_state(b) == b"disconnected"
+    assert b.call("GETJOB", "NOHANG", "FROM", "q") is None  # not before RETRY
+    cluster.advance(2.5)  # RETRY 2 s + the requeue's random spread (< 0.5 s)
+    assert b.call("GETJOB", "NOHANG", "FROM", "q") == [[b"q", job_id, b"body"]]
+
+
+def test_the_clock_is_fake_and_shared(tmp_path):
+    cluster = IOSimCluster(2, tmp_path)
+    try:
+        start = cluster.now
+        cluster.advance(10)
+        assert cluster.now == start + 10
+        assert [r.seconds() for r in cluster.reactors] == [start + 10] * 2
+        a = cluster.client(0)
+        assert int(a.call("TIME")[0]) == int(start + 10)
+    finally:
+        cluster.stop()
