@@ -361,7 +361,7 @@ class DisqueNodeService(MultiService):
         bus = BusServerFactory(rt)
         if not bus_endpoints:  # derived: beside the client port, known once it listens
             bus_endpoints = [(DeferredEndpoint(reactor, "cluster-listen", lambda i=i: self._bus_description(i)),
-                              "tcp:<client port + 10000>") for i in range(len(config["bind"] or [None]))]
+                              "tcp:<client port + 10000>") for i in range(len(bus_descriptions(config, 0)))]
         self.bus_listeners = [Listener(endpoint, bus, d) for endpoint, d in bus_endpoints]
         for listener in self.listeners + self.bus_listeners:
             listener.setServiceParent(self)
@@ -401,10 +401,6 @@ class DisqueNodeService(MultiService):
             if port is not None:
                 return port
         return None
-
-    def privilegedStartService(self):
-        self.runtime.set_time()
-        super().privilegedStartService()
 
     def startService(self):
         rt = self.runtime
