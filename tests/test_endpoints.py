@@ -72,7 +72,8 @@ def test_listen_directive_replaces_port_and_bind_for_clients(tmp_path):
 
 
 def test_cluster_listen_directive_replaces_the_bus_listeners(tmp_path):
-    service, reactor = build(tmp_path, **{"cluster-listen": "tcp:17711:interface=10.0.0.1 tcp:17711:interface=10.0.0.2"})
+    bus = "tcp:17711:interface=10.0.0.1 tcp:17711:interface=10.0.0.2"
+    service, reactor = build(tmp_path, **{"cluster-listen": bus})
     service.startService()
     try:
         assert tcp_servers(reactor) == [(7711, 511, "127.0.0.1"), (17711, 50, "10.0.0.1"), (17711, 50, "10.0.0.2")]
