@@ -81,6 +81,21 @@ def test_cluster_listen_directive_replaces_the_bus_listeners(tmp_path):
         service.stopService()
 
 
+def test_a_bus_away_from_the_client_port_plus_10000_is_logged(tmp_path):
+    from twisted.logger import globalLogPublisher
+
+    events = []
+    globalLogPublisher.addObserver(events.append)
+    service, reactor = build(tmp_path, **{"cluster-listen": "tcp:17999"})
+    try:
+        service.startService()
+        service.stopService()
+    finally:
+        globalLogPublisher.removeObserver(events.append)
+    warnings = [e for e in events if e.get("log_level") is not None and e["log_level"].name == "warn"]
+    assert [(e["bus"], e["port"]) for e in warnings] == [(17711, 7711)]
+
+
 class FakePort:
     def __init__(self, address):
         self.address = address
