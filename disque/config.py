@@ -281,6 +281,10 @@ KINDS = {
                 lambda v: " ".join("%s %d %d %d" % (c, *lim) for c, lim in v.items()), _dump_obl),
     "pairs": Kind(2, "<command> <new name>", lambda s, a, c: c + [tuple(a)], repr,
                   lambda s, v: []),
+    # Twisted endpoint strings, parsed when the node is built (no twisted here).
+    "endpoints": Kind(-1, "<endpoint> [<endpoint> ...]", lambda s, a, c: _need(len(a) <= 16, "at most "
+                      "16 endpoints are allowed") and list(a), " ".join,
+                      lambda s, v: [(b" ".join(map(_safe_word, v)), v != s.default)] if v else []),
 }
 
 
@@ -372,7 +376,11 @@ SPECS = (
     _S("bind", "list", ["127.0.0.1"]),
     _S("federation-policy", "str", "default", original=False,
        check=lambda t: _need(t, "must not be empty")),
-    _S("persistence", "str", "", original=False),
+    _S("persistence", "str", "aof", original=False,
+       check=lambda t: _need(t, "must not be empty")),
+    _S("listen", "endpoints", [], original=False),
+    _S("cluster-listen", "endpoints", [], original=False),
+    _S("cluster-connect", "str", "", original=False, nullable=True),
     _S("gc-freeze-interval", "int", 1, original=False, lo=0, hi=86400),
     _S("dedup-window", "int", 600, True, original=False, lo=0, hi=30 * 86400),
     _S("syslog-enabled", "bool", False, get=False),

@@ -25,8 +25,7 @@ embedding API is the same as for ``twistd``: on).
 
 import gc
 
-from twisted.application.service import Service
-from twisted.internet import task
+from twisted.application.internet import TimerService
 
 
 def freeze_survivors() -> int:
@@ -37,24 +36,13 @@ def freeze_survivors() -> int:
     return gc.get_freeze_count()
 
 
-class HeapFreezer(Service):
-    name = "heap-freezer"
-
-    def __init__(self, reactor, interval: float):
-        self.reactor = reactor
-        self.interval = interval
-        self._loop = None
-
-    def startService(self):
-        super().startService()
-        if self.interval > 0:
-            freeze_survivors()  # start-up garbage (imports, config) first
-            self._loop = task.LoopingCall(freeze_survivors)
-            self._loop.clock = self.reactor
-            self._loop.start(self.interval, now=False)
-
-    def stopService(self):
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
-        self._loop = None
-        return super().stopService()
+def heap_freezer(clock, interval: float):
+    """A ``TimerService`` freezing survivors every ``interval`` seconds, the
+    first time when it starts (start-up garbage: imports, config, the AOF
+    load); None for ``interval`` 0, which leaves the collector alone."""
+    if interval <= 0:
+        return None
+    service = TimerService(interval, freeze_survivors)
+    service.clock = clock
+    service.setName("heap-freezer")
+    return service

@@ -1,26 +1,57 @@
 """zope.interface declarations: the seams between the core and the world.
 
-Strategy plugins follow ``twisted.cred.strcred``: a *factory* interface with
-a ``name`` (what operators write in the config) and an ``argStringFormat``,
-found by name with ``twisted.plugin.getPlugins`` (see ``disque.plugins``).
+Strategy plugins follow ``twisted.cred.strcred``: a *factory* (an
+:class:`IStrategyFactory`, itself a Twisted ``IPlugin``) states its
+``name`` (what operators write in the config), a one-line ``description``
+and its ``argStringFormat`` once, on itself; ``disque.plugins`` finds it by
+name with ``twisted.plugin.getPlugins`` and calls ``make(argstring,
+config)`` with what follows the first colon of ``"name:args"``.
+
+Listeners and the cluster bus are not strategies of this project: they are
+Twisted endpoint strings (``disque.listeners``), Twisted's own plugin seam.
 """
 
+from twisted.plugin import IPlugin
 from zope.interface import Attribute, Interface
 
 
-class IStrategyFactory(Interface):
+class LoadError(Exception):
+    """Stored state cannot be loaded (``IPersistence.load``): start-up
+    stops, and ``str()`` of the error is the one line the operator sees."""
+
+
+class IStrategyFactory(IPlugin):
+    """Makes one kind of strategy; listed by a dropin in ``twisted/plugins``.
+
+    Invariant: everything an operator can learn about a strategy (name,
+    description, argument format) is stated here once; ``twistd disque
+    --help-strategies`` prints exactly these attributes."""
+
     name = Attribute("Name used in config files and on the command line.")
     description = Attribute("One line describing the strategy.")
-    argStringFormat = Attribute("One line describing the argument string, e.g. 'fsync=always|everysec|no'.")
+    argStringFormat = Attribute("One line describing the argument string, e.g. "
+                                "'rewrite-step=<jobs>', or 'No arguments.'.")
+
+    def make(argstring, config):
+        """Return the strategy configured by ``argstring`` (``""`` when none
+        was given) and ``config`` (a ``disque.config.Config``).  Raise
+        ``disque.plugins.StrategyError`` for an argument string it does not
+        accept: start-up stops with that message."""
 
 
 class IPersistence(Interface):
-    """Where a node's job log goes (the AOF, or nowhere)."""
+    """Where a node's job log goes (the AOF, or nowhere).  Everything the
+    service calls is declared here; providers need not implement more."""
 
     enabled = Attribute("True when records are being written.")
+    reactor = Attribute("The reactor for work off the request path (fsyncs in a thread, "
+                        "incremental rewrites); the service sets it before load().  None "
+                        "(in tests): such work does not happen.")
 
     def load(node):
-        """Replay stored records into ``node`` at start-up; return job count."""
+        """Replay stored records into ``node`` at start-up; return the
+        number of records applied.  Raise :class:`LoadError` when the stored
+        state is unusable (start-up stops)."""
 
     def append(record):
         """Persist one record (``("LOADJOB", job)`` or ``("DELJOB", job_id)``)."""
@@ -29,7 +60,23 @@ class IPersistence(Interface):
         """Called after each batch of commands (group commit point)."""
 
     def rewrite(node):
-        """Compact the log from the node's current state; return a status reply."""
+        """Compact the log from the node's current state, in the background;
+        return the encoded reply of BGREWRITEAOF."""
+
+    def rewrite_now(node, controlled):
+        """SHUTDOWN REWRITE-AOF: write the whole state now, blocking (no
+        client is served any more); ``controlled``: mark it so the next
+        start puts queued jobs back in their queues.  Raise ``OSError`` when
+        it cannot be written (the shutdown is refused)."""
+
+    def maybe_auto_rewrite(node):
+        """Called every tick while records are being written: start a
+        rewrite if the log grew past the configured limits."""
+
+    def set_enabled(enabled, node):
+        """CONFIG SET appendonly: start or stop writing records; afterwards
+        ``enabled`` says what the provider actually does (a provider that
+        cannot write stays disabled)."""
 
     def info():
         """(name, value) pairs for INFO persistence."""
@@ -39,37 +86,8 @@ class IPersistence(Interface):
 
 
 class IPersistenceFactory(IStrategyFactory):
-    def makePersistence(argstring, config):
-        """Return an :class:`IPersistence` provider."""
-
-
-class IClientTransport(Interface):
-    """How the node listens for clients (TCP now; TLS is another provider)."""
-
-    def listen(reactor, host, port, factory, backlog):
-        """Start listening; return the ``IListeningPort``."""
-
-
-class IClientTransportFactory(IStrategyFactory):
-    def makeTransport(argstring, config):
-        """Return an :class:`IClientTransport` provider."""
-
-
-class IBusTransport(Interface):
-    """How the cluster bus listens and connects (TCP now; TLS is another
-    provider of the same interface, with no change to the core)."""
-
-    def listen(reactor, host, port, factory, backlog):
-        """Start listening for peers; return the ``IListeningPort``."""
-
-    def endpoint(reactor, host, port, bind_host):
-        """An ``IStreamClientEndpoint`` to the peer bus at ``host``:``port``
-        whose connections originate from ``bind_host`` (None: any)."""
-
-
-class IBusTransportFactory(IStrategyFactory):
-    def makeBusTransport(argstring, config):
-        """Return an :class:`IBusTransport` provider."""
+    """``make`` returns an :class:`IPersistence` provider (``persistence``
+    directive)."""
 
 
 class IFederationState(Interface):
@@ -109,8 +127,8 @@ class IFederationPolicy(Interface):
 
 
 class IFederationPolicyFactory(IStrategyFactory):
-    def makePolicy(argstring, config):
-        """Return an :class:`IFederationPolicy` provider for one node."""
+    """``make`` returns an :class:`IFederationPolicy` provider for one node
+    (``federation-policy`` directive)."""
 
 
 class INodeHost(Interface):

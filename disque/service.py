@@ -1,10 +1,13 @@
 """DisqueNodeService: a Disque node as a Twisted ``MultiService``.
 
 This is the only module that wires the pure core to the reactor: it owns the
-clock, listens for clients through the chosen client-transport provider,
-executes the core's effects, runs the periodic tick (``hz``) plus an exact
-wake-up for the earliest deadline, and implements :class:`INodeHost` for the
-command layer.  Embed a node in any Twisted application::
+clock, executes the core's effects, runs the periodic tick (``hz``, a
+``TimerService``) plus an exact wake-up for the earliest deadline (one
+``IDelayedCall``, moved only when a sooner deadline appears), and implements
+:class:`INodeHost` for the command layer.  Its children are the listeners
+(``StreamServerEndpointService``s from the endpoint strings of
+``disque.listeners``) and the timers.  Embed a node in any Twisted
+application::
 
     from disque.config import Config
     from disque.service import DisqueNodeService
@@ -18,8 +21,8 @@ import resource
 import sys
 import time
 
+from twisted.application.internet import TimerService
 from twisted.application.service import MultiService
-from twisted.internet import task
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -31,11 +34,11 @@ from .bus.protocol import BusServerFactory
 from .core.membership import new_node_id, parse_nodes_file
 from .core.effects import execute
 from .core.node import NodeState
-from .heap import HeapFreezer
-from .interfaces import INodeHost
-from .plugins import find_strategy, persistence_spec
-from .interfaces import (IBusTransportFactory, IClientTransportFactory, IFederationPolicyFactory,
-                         IPersistenceFactory)
+from .heap import heap_freezer
+from .interfaces import IFederationPolicyFactory, INodeHost, IPersistenceFactory
+from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptions, client_descriptions,
+                        listening_port, server_endpoint)
+from .plugins import make_strategy
 from .resp.protocol import RespFactory
 
 log = Logger(namespace="disque")
@@ -217,9 +220,8 @@ class NodeRuntime:
         rss = _rss()
         if rss > self.peak_memory:
             self.peak_memory = rss
-        auto = getattr(self.persistence, "maybe_auto_rewrite", None)
-        if auto is not None and self.node.persist:
-            auto(self.node)
+        if self.node.persist:
+            self.persistence.maybe_auto_rewrite(self.node)
         self.after_batch()
 
     # -- CLIENT PAUSE ------------------------------------------------------
@@ -284,15 +286,13 @@ class NodeRuntime:
             return None
         self.shutting_down = True
         log.info("User requested shutdown ({mode})...", mode=mode or "default")
-        if mode == "rewrite-aof" and hasattr(self.persistence, "rewrite_now"):
+        if mode == "rewrite-aof":
             # No client is served from here on: the file can hold the queues.
-            controlled = self.config["aof-enqueue-jobs-once"]
             try:
-                self.persistence.rewrite_now(self.node, controlled)
+                self.persistence.rewrite_now(self.node, self.config["aof-enqueue-jobs-once"])
             except OSError as e:
                 self.shutting_down = False
                 return "Errors trying to SHUTDOWN. Check logs. (%s)" % (e.strerror or e)
-            log.info("AOF written for a {kind} restart", kind="controlled" if controlled else "plain")
         self.persistence.close()
         self.reactor.callLater(0, self.on_shutdown)
         return None
@@ -313,7 +313,17 @@ class NodeRuntime:
 
 
 class DisqueNodeService(MultiService):
-    """A Disque node.  ``config`` is a :class:`disque.config.Config`."""
+    """A Disque node.  ``config`` is a :class:`disque.config.Config`.
+
+    Building it makes the strategies (``persistence``,
+    ``federation-policy``), parses the endpoint strings and loads the node
+    file and the AOF; a bad strategy, endpoint string, node file or AOF
+    raises then (``StrategyError``, ``EndpointError``, ``NodeFileError``,
+    ``LoadError``), before anything listens.  Starting it starts its
+    children in order: the client listeners (the first one's port is the
+    port the node advertises), the bus listeners, the periodic tick (whose
+    first run, at once, opens the links to the peers of the node file) and
+    the heap freezer."""
 
     name = "disque"
 
@@ -324,37 +334,55 @@ class DisqueNodeService(MultiService):
         self.config = config
         self.reactor = reactor
         self._on_shutdown = on_shutdown or self._stop_reactor
-        name, args = persistence_spec(config)
-        self.persistence = find_strategy(IPersistenceFactory, name).makePersistence(args, config)
-        if hasattr(self.persistence, "reactor"):
-            self.persistence.reactor = reactor  # everysec fsyncs and incremental rewrites
-        transport_name, _, targs = "tcp".partition(":")
-        self.transport = find_strategy(IClientTransportFactory, transport_name).makeTransport(targs, config)
+        self.persistence = make_strategy(IPersistenceFactory, config["persistence"], config)
+        self.persistence.reactor = reactor  # everysec fsyncs and incremental rewrites
+        federation = make_strategy(IFederationPolicyFactory, config["federation-policy"], config)
+        self.connector = BusConnector(reactor, config)
+        client_endpoints = [(server_endpoint(reactor, "listen", d), d) for d in client_descriptions(config)]
+        bus_endpoints = [(server_endpoint(reactor, "cluster-listen", d), d) for d in config["cluster-listen"]]
         nodes_path = os.path.join(config["dir"], config["cluster-config-file"])
         saved = load_nodes_file(nodes_path) if node_id is None else None
         if saved is not None:
             node_id = saved[0]
-        self.runtime = NodeRuntime(config, reactor, self.persistence, self._on_shutdown, node_id, nodes_path)
+        rt = self.runtime = NodeRuntime(config, reactor, self.persistence, self._on_shutdown, node_id, nodes_path)
         if saved is not None:
-            self.runtime.node.cluster.restore(saved[1], saved[2], self.runtime.node.now)
+            rt.node.cluster.restore(saved[1], saved[2], rt.node.now)
         else:
-            self.runtime.node.cluster.dirty = True  # a new node: write its ID down
-        self.bus_transport = find_strategy(IBusTransportFactory, "tcp").makeBusTransport("", config)
+            rt.node.cluster.dirty = True  # a new node: write its ID down
         # Jobs from the AOF before anything listens (a bad file stops start-up
         # here, where twistd's option handling reports it in one line).
-        if self.persistence.load(self.runtime.node):
-            log.info("DB loaded from append only file: {n} jobs", n=len(self.runtime.node.jobs))
-        fed_name, _, fed_args = config["federation-policy"].partition(":")
-        self.runtime.node.federation.policy = find_strategy(IFederationPolicyFactory, fed_name).makePolicy(fed_args, config)
-        self.ports = []
-        self.bus_ports = []
-        self._cron = None
-        HeapFreezer(reactor, config["gc-freeze-interval"]).setServiceParent(self)
+        if self.persistence.load(rt.node):
+            log.info("DB loaded from append only file: {n} jobs", n=len(rt.node.jobs))
+        rt.node.federation.policy = federation
+        config.add_listener("appendonly", self._set_appendonly)
+
+        clients = RespFactory(rt)
+        self.listeners = [Listener(endpoint, clients, d) for endpoint, d in client_endpoints]
+        bus = BusServerFactory(rt)
+        if not bus_endpoints:  # derived: beside the client port, known once it listens
+            bus_endpoints = [(DeferredEndpoint(reactor, "cluster-listen", lambda i=i: self._bus_description(i)),
+                              "tcp:<client port + 10000>") for i in range(len(bus_descriptions(config, 0)))]
+        self.bus_listeners = [Listener(endpoint, bus, d) for endpoint, d in bus_endpoints]
+        for listener in self.listeners + self.bus_listeners:
+            listener.setServiceParent(self)
+        self._hz = max(config["hz"], 1)
+        self.cron = TimerService(1.0 / self._hz, self._cron_tick)
+        self.cron.clock = reactor
+        self.cron.setServiceParent(self)
+        freezer = heap_freezer(reactor, config["gc-freeze-interval"])
+        if freezer is not None:
+            freezer.setServiceParent(self)
+
+    def _bus_description(self, index):
+        if self.listening_port is None:
+            raise ValueError("the cluster bus listens on the client port + 10000, and no client listener "
+                             "has a port: set cluster-listen")
+        return bus_descriptions(self.config, self.listening_port)[index]
 
     def _set_appendonly(self, enabled):
         node = self.runtime.node
         self.persistence.set_enabled(bool(enabled), node)
-        node.persist = bool(enabled)
+        node.persist = self.persistence.enabled
 
     def _stop_reactor(self):
         if self.reactor.running:
@@ -364,32 +392,39 @@ class DisqueNodeService(MultiService):
     def node(self):
         return self.runtime.node
 
+    @property
+    def listening_port(self):
+        """The port the node advertises: the first client listener's, once
+        it listens."""
+        for listener in self.listeners:
+            port = listening_port(listener)
+            if port is not None:
+                return port
+        return None
+
     def startService(self):
-        super().startService()
         rt = self.runtime
         rt.set_time()
-        rt.node.persist = bool(getattr(self.persistence, "enabled", False))
-        if hasattr(self.persistence, "set_enabled"):
-            self.config.add_listener("appendonly", self._set_appendonly)
-        factory = RespFactory(rt)
-        binds = self.config["bind"] or ["0.0.0.0"]
-        for host in binds:
-            port = self.transport.listen(self.reactor, host, self.config["port"], factory, self.config["tcp-backlog"])
-            self.ports.append(port)
-        client_port = self.listening_port
-        rt.node.cluster.myself.port = client_port
-        bus = BusServerFactory(rt)
-        for host in binds:
-            self.bus_ports.append(self.bus_transport.listen(
-                self.reactor, host, client_port + BUS_PORT_OFFSET, bus, self.config["tcp-backlog"]))
-        rt.links = Links(self.reactor, rt, self.bus_transport, binds[0])
-        rt.after_batch()  # links to the peers of the node file; the node file of a new node
-        self._cron = task.LoopingCall(self._cron_tick)
-        self._cron.clock = self.reactor
-        self._hz = max(self.config["hz"], 1)
-        self._cron.start(1.0 / self._hz, now=False)
-        log.info("Disque {version} node {id} ready to accept connections on port {port}",
-                 version=DISQUE_VERSION, id=rt.node.my_id.decode(), port=self.listening_port)
+        rt.node.persist = self.persistence.enabled
+        rt.links = Links(self.reactor, rt, self.connector)
+        # The listeners before the other children (under twistd they listen
+        # already, from privilegedStartService): the first tick, which runs
+        # as the tick's TimerService starts, writes the node file and opens
+        # the links, so the port the node advertises must be known by then.
+        # Starting a listener twice is harmless: it listens once.
+        for listener in self.listeners + self.bus_listeners:
+            listener.startService()
+        port = self.listening_port
+        rt.node.cluster.myself.port = self.config["port"] if port is None else port
+        bus_ports = [listening_port(listener) for listener in self.bus_listeners]
+        if port is not None and port + BUS_PORT_OFFSET not in bus_ports:
+            log.warn("No cluster-listen endpoint listens on port {bus} (client port {port} + 10000): "
+                     "peers will not reach this node's bus", bus=port + BUS_PORT_OFFSET, port=port)
+        super().startService()
+        log.info("Disque {version} node {id} ready to accept connections on {where}",
+                 version=DISQUE_VERSION, id=rt.node.my_id.decode(),
+                 where="port %d" % self.listening_port if self.listening_port is not None
+                 else ", ".join(listener.description for listener in self.listeners))
 
     def _cron_tick(self):
         """The periodic work, ``hz`` times a second; a changed ``hz``
@@ -401,30 +436,23 @@ class DisqueNodeService(MultiService):
             self.reactor.callLater(0, self._restart_cron)
 
     def _restart_cron(self):
-        if self._cron is not None and self._cron.running:
-            self._cron.stop()
-            self._cron.start(1.0 / self._hz, now=False)
-
-    @property
-    def listening_port(self):
-        return self.ports[0].getHost().port if self.ports else None
+        if self.cron.running:
+            self.cron.stopService()
+            self.cron.step = 1.0 / self._hz
+            self.cron.startService()
 
     def stopService(self):
-        if self._cron is not None and self._cron.running:
-            self._cron.stop()
+        stopped = super().stopService()  # the timers, then the listeners
         for client in list(self.runtime.ctx.clients.values()):
             client.conn.close()
-        deferreds = [p.stopListening() for p in self.ports + self.bus_ports]
-        self.ports = []
-        self.bus_ports = []
+        deferreds = [stopped]
         if self.runtime.links is not None:
             deferreds.append(self.runtime.links.stop_all())
             self.runtime.links = None
         self.persistence.close()
-        super().stopService()
         from twisted.internet.defer import DeferredList
 
-        return DeferredList([d for d in deferreds if d is not None])
+        return DeferredList(deferreds)
 
 
 class NodeFileError(Exception):

@@ -4,8 +4,13 @@ Options override the config file; every directive of the file can also be
 given as ``--set name=value`` (repeatable).  Bad files, unknown directives and
 bad values stop start-up with a one-line explanation on stderr and exit
 status 1 (a ``SystemExit``: for a ``UsageError`` twistd would print its whole
-usage text first), never a traceback.
+usage text first), never a traceback.  So do unknown strategies, argument
+strings a strategy refuses and endpoint strings that do not parse: building
+the node service makes them all before anything listens.
+``--help-strategies`` lists the strategies installed.
 """
+
+import sys
 
 from twisted.python import usage
 
@@ -23,8 +28,10 @@ _DIRECT = [
     ("maxmemory", None, "Memory limit, e.g. 1gb."),
     ("requirepass", None, "Password clients must AUTH with."),
     ("cluster-node-timeout", None, "Milliseconds before an unreachable node is failed."),
-    ("persistence", None, "Persistence strategy: none | aof[:args] | a plugin name."),
-    ("federation-policy", None, "Federation policy plugin name."),
+    ("listen", None, "Client listeners: Twisted endpoint strings, space separated "
+                     "(default: port on each bind address)."),
+    ("persistence", None, "Persistence strategy: aof[:args] | none | a plugin (see --help-strategies)."),
+    ("federation-policy", None, "Federation policy: default[:args] | a plugin (see --help-strategies)."),
 ]
 
 
@@ -36,9 +43,18 @@ class Options(usage.Options):
         [name, short, None, doc] for name, short, doc in _DIRECT
     ]
 
+    helpOutput = sys.stdout  # where --help-strategies writes
+
     def __init__(self):
         super().__init__()
         self.overrides = {}
+
+    def opt_help_strategies(self):
+        """List the strategies and endpoint types installed, then exit."""
+        from .plugins import help_text
+
+        self.helpOutput.write(help_text())
+        raise SystemExit(0)
 
     def opt_set(self, assignment):
         """Override any config directive: --set name=value (repeatable)."""
@@ -58,12 +74,6 @@ class Options(usage.Options):
             _fail(str(e))
         except OSError as e:
             _fail("cannot read config file %r: %s" % (self["config"], e.strerror))
-        from .plugins import StrategyNotFound, check_strategies
-
-        try:
-            check_strategies(config)
-        except StrategyNotFound as e:
-            _fail(str(e))
         self.config = config
 
 
@@ -72,22 +82,21 @@ def _fail(message):
     raise SystemExit("disque: " + message.replace("\n", " "))
 
 
-def makeService(options):
-    from .persistence.aof import AOFError
+def makeService(options, reactor=None):
+    """The node service for ``twistd disque``; ``reactor`` (tests): the
+    reactor it runs on instead of the global one."""
+    from .interfaces import LoadError
+    from .listeners import EndpointError
+    from .plugins import StrategyError
     from .service import DisqueNodeService, NodeFileError
 
     _setup_logfile(options.config)
     if options.config["port"] + 10000 > 65535:
         _fail("port %d leaves no room for the cluster bus (port + 10000)" % options.config["port"])
     try:
-        return DisqueNodeService(options.config)
-    except NodeFileError as e:
+        return DisqueNodeService(options.config, reactor=reactor)
+    except (StrategyError, EndpointError, NodeFileError, LoadError) as e:
         _fail(str(e))
-    except AOFError as e:
-        text = str(e)
-        if "check_aof" not in text:
-            text += "; inspect or repair it with: python -m disque.tools.check_aof [--fix] <file>"
-        _fail("cannot load the append only file: %s" % text)
 
 
 _LEVELS = {"debug": "debug", "verbose": "info", "notice": "info", "warning": "warn"}

@@ -10,7 +10,7 @@ from disque.core import job as J
 from disque.core.node import NodeState
 from disque.interfaces import IPersistence, IPersistenceFactory
 from disque.persistence import aof as A
-from disque.plugins import find_strategy
+from disque.plugins import find_strategy, make_strategy
 
 
 def config(tmp_path, **kw):
@@ -30,9 +30,11 @@ def write_jobs(tmp_path, n, state=J.QUEUED, retry=30):
     return jobs
 
 
-def test_provider_interface():
+def test_provider_interface(tmp_path):
     f = find_strategy(IPersistenceFactory, "aof")
     assert verifyObject(IPersistenceFactory, f)
+    p = make_strategy(IPersistenceFactory, "aof:rewrite-step=7", config(tmp_path))
+    assert verifyObject(IPersistence, p) and isinstance(p, A.AOFPersistence) and p.rewrite_step == 7
 
 
 def test_load_rules_and_progress_log(tmp_path, monkeypatch):

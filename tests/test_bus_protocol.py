@@ -1,16 +1,13 @@
 """The bus adapter in memory: framing, bad peers dropped, frames reach the
-runtime; the TCP bus provider honours its interface."""
+runtime."""
 
 import struct
 
 from twisted.internet.testing import StringTransport
-from zope.interface.verify import verifyObject
 
 from disque.bus import wire
 from disque.bus.protocol import MAX_FRAME, BusProtocol
 from disque.core import messages as M
-from disque.interfaces import IBusTransport, IBusTransportFactory
-from disque.plugins import find_strategy
 
 
 class Recorder:
@@ -94,10 +91,3 @@ def test_send_frame_writes_length_prefixed_frames():
     proto.close()
     proto.send_frame(b"ignored")
     assert tr.value() == frame(M.Pong(()))
-
-
-def test_tcp_bus_provider_is_found_by_name_and_provides_the_interface():
-    factory = find_strategy(IBusTransportFactory, "tcp")
-    assert verifyObject(IBusTransportFactory, factory)
-    transport = factory.makeBusTransport("", None)
-    assert verifyObject(IBusTransport, transport)

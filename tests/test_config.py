@@ -85,7 +85,7 @@ def test_defaults_match_the_original_and_the_local_node():
     assert c["loglevel"] == "notice"
     assert c["requirepass"] == ""
     assert c["federation-policy"] == "default"
-    assert c["persistence"] == ""
+    assert c["persistence"] == "aof"
     assert c["client-output-buffer-limit"] == {"normal": (0, 0, 0)}
     assert c["auto-aof-rewrite-min-size"] == 64 * 1024 * 1024
     assert c["appendfilename"] == "disque.aof"
@@ -113,7 +113,7 @@ def test_get_all_star_reproduces_the_golden_reply(tmp_path):
     assert len(reply) == GOLDEN_REPLY_LEN
     # the project's own parameters answer to their exact name only
     assert c.get_all(b"federation-policy") == [(b"federation-policy", b"default")]
-    assert c.get_all(b"persistence") == [(b"persistence", b"")]
+    assert c.get_all(b"persistence") == [(b"persistence", b"aof")]
     assert c.get_all(b"federation-*") == []
 
 

@@ -9,7 +9,7 @@ from disque.core import job as J
 from disque.core import messages as M
 from disque.core.queue import PAUSED_OUT, Queue
 from disque.federation.default import (ADHOC_MAX_DELAY, ADHOC_MIN_DELAY, BCAST_MAX_DELAY, BCAST_MIN_DELAY,
-                                       IMPORT_RATE_WINDOW, DefaultPolicy, factory)
+                                       IMPORT_RATE_WINDOW, DefaultPolicy)
 from disque.interfaces import IFederationPolicy, IFederationPolicyFactory, IFederationState
 from disque.plugins import find_strategy
 from disque.testing import SimCluster
@@ -26,12 +26,12 @@ def asks(policy, q, now, reason="waiting", waiting=1):
 def test_provider_found_by_name_and_interfaces_hold():
     f = find_strategy(IFederationPolicyFactory, "default")
     assert verifyObject(IFederationPolicyFactory, f)
-    policy = f.makePolicy("", None)
+    policy = f.make("", None)
     assert verifyObject(IFederationPolicy, policy)
     q = Queue(b"q", 0)
     asks(policy, q, 1000)
     assert verifyObject(IFederationState, q.fed)
-    assert factory.name == "default"
+    assert f.name == "default"
 
 
 T0 = 1_000_000  # ms: a clock far from zero, as a real one is
@@ -258,11 +258,28 @@ def load_eager_example():
         sys.path.pop(0)
 
 
+def load_eager_dropin():
+    """The example's dropin module, loaded from its file (twisted.plugins'
+    search path is fixed when it is first imported)."""
+    import importlib.util
+    import os
+
+    from support import ROOT
+    path = os.path.join(ROOT, "examples", "federation-eager", "twisted", "plugins", "eager_federation_plugin.py")
+    spec = importlib.util.spec_from_file_location("eager_federation_plugin", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_a_third_party_policy_plugs_into_the_in_memory_cluster():
     eager_module = load_eager_example()
-    EagerPolicy, eager = eager_module.EagerPolicy, eager_module.factory
+    eager = load_eager_dropin().eager
     assert verifyObject(IFederationPolicyFactory, eager)
-    sim = mesh(policy=lambda: EagerPolicy(interval=50))
+    policy = eager.make("interval=50", None)
+    assert isinstance(policy, eager_module.EagerPolicy) and policy.interval == 50
+    assert verifyObject(IFederationPolicy, policy)
+    sim = mesh(policy=lambda: eager.make("interval=50", None))
     consumer = object()
     block(sim, 1, consumer)
     job = add(sim, 0)

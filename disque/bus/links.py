@@ -4,9 +4,12 @@ The core says which peers it wants links to (``Link``/``Unlink``/``Rekey``
 effects); :class:`Links` keeps a ``ClientService`` per peer, which
 reconnects with a capped backoff while the peer is down, and reports each
 new connection to the runtime (the core then sends MEET or PING on it).
-Messages to a peer whose link is down are dropped: every Disque message is
-either retried by its sender's state machine (REPLJOB every 50 ms, SETACK
-with backoff, WILLQUEUE/QUEUED each retry) or best effort by design.
+Each link's endpoint comes from the node's ``BusConnector``
+(``disque.listeners``: the ``cluster-connect`` endpoint string, TCP by
+default).  Messages to a peer whose link is down are dropped: every Disque
+message is either retried by its sender's state machine (REPLJOB every
+50 ms, SETACK with backoff, WILLQUEUE/QUEUED each retry) or best effort by
+design.
 
 Logs for operators: one line when a link is lost and one when it comes
 back, never a line per reconnection attempt (``ClientService`` logs each
@@ -31,6 +34,8 @@ def _without_retries(event):
 class _PeerService(ClientService):
     _log = Logger(namespace="disque.bus.links", observer=_without_retries)
 
+
+#: Peers' buses listen on their advertised client port + this.
 BUS_PORT_OFFSET = 10000
 
 
@@ -51,7 +56,7 @@ class PeerLink:
         self.port = port
         self.protocol = None
         self.links = links
-        endpoint = links.transport.endpoint(links.reactor, host.decode(), port + BUS_PORT_OFFSET, links.bind_host)
+        endpoint = links.connector.endpoint(host.decode(), port + BUS_PORT_OFFSET)
         self.service = _PeerService(endpoint, _LinkFactory(self), retryPolicy=backoffPolicy(0.1, 1.0, 2.0),
                                     clock=links.reactor)
         self.service.startService()
@@ -94,11 +99,13 @@ class PeerLink:
 
 
 class Links:
-    def __init__(self, reactor, runtime, transport, bind_host):
+    """The node's outbound links, by peer ID; ``connector.endpoint(host,
+    port)`` makes the client endpoint of each."""
+
+    def __init__(self, reactor, runtime, connector):
         self.reactor = reactor
         self.runtime = runtime
-        self.transport = transport
-        self.bind_host = bind_host
+        self.connector = connector
         self.by_id = {}
         # node ID -> when its link went down (reactor seconds), until it is
         # back: kept here, not on the PeerLink, because the core may replace

@@ -24,7 +24,7 @@ import math
 
 from zope.interface import implementer
 
-from ..interfaces import IFederationPolicy, IFederationPolicyFactory, IFederationState
+from ..interfaces import IFederationPolicy, IFederationState
 
 BCAST_MIN_DELAY = 2000  # ms
 BCAST_MAX_DELAY = 30000
@@ -80,6 +80,21 @@ def state_of(queue, now):
 
 @implementer(IFederationPolicy)
 class DefaultPolicy:
+    """The policy of one node.  The keyword arguments are the limits the
+    original hard-codes (the module constants are their defaults); the
+    ``default`` factory passes those of ``federation-policy
+    default:key=value,...``."""
+
+    def __init__(self, min_request=MIN_REQUEST, max_request=MAX_REQUEST, bcast_max_delay=BCAST_MAX_DELAY,
+                 adhoc_max_delay=ADHOC_MAX_DELAY):
+        if not 1 <= min_request <= max_request:
+            raise ValueError("min-request (%d) must be between 1 and max-request (%d)"
+                             % (min_request, max_request))
+        self.min_request = min_request
+        self.max_request = max_request
+        self.bcast_max_delay = bcast_max_delay
+        self.adhoc_max_delay = adhoc_max_delay
+
     def wanted(self, queue, now, reason, peers, waiting):
         st = state_of(queue, now)
         rate = st.import_rate(now)
@@ -87,15 +102,15 @@ class DefaultPolicy:
         if zero and rate == 0:
             return ()
         responders = [n for n in st.valid_responders(now) if n in peers]
-        to_fetch = rate // len(responders) if responders else MIN_REQUEST
-        to_fetch = min(max(to_fetch, MIN_REQUEST), MAX_REQUEST)
+        to_fetch = rate // len(responders) if responders else self.min_request
+        to_fetch = min(max(to_fetch, self.min_request), self.max_request)
         requests = []
-        bcast_delay = min(BCAST_MIN_DELAY << min(st.bcast_attempt, 30), BCAST_MAX_DELAY)
+        bcast_delay = min(BCAST_MIN_DELAY << min(st.bcast_attempt, 30), self.bcast_max_delay)
         if now - st.bcast_time > bcast_delay and peers:
             st.bcast_time = now
             st.bcast_attempt += 1
             requests.append((tuple(peers), 1))  # discovery: one job is enough
-        adhoc_delay = min(ADHOC_MIN_DELAY << min(st.adhoc_attempt, 30), ADHOC_MAX_DELAY)
+        adhoc_delay = min(ADHOC_MIN_DELAY << min(st.adhoc_attempt, 30), self.adhoc_max_delay)
         if (zero or now - st.adhoc_time > adhoc_delay) and responders:
             st.adhoc_time = now
             st.adhoc_attempt += 1
@@ -117,16 +132,3 @@ class DefaultPolicy:
         qlen = len(queue.jobs)
         give = count if qlen >= count * 2 else qlen // 2
         return max(give, 1)
-
-
-@implementer(IFederationPolicyFactory)
-class DefaultPolicyFactory:
-    name = "default"
-    description = "The original's NEEDJOBS/YOURJOBS algorithm."
-    argStringFormat = "No arguments."
-
-    def makePolicy(self, argstring, config):
-        return DefaultPolicy()
-
-
-factory = DefaultPolicyFactory()

@@ -33,17 +33,17 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from ..core import job as J
-from ..interfaces import IPersistence, IPersistenceFactory
+from ..interfaces import IPersistence, LoadError
 from ..resp.codec import ProtocolError, RequestParser
 
 log = Logger(namespace="disque.aof")
 
 CHUNK = 1 << 20
-REWRITE_STEP = 5000  # jobs written per reactor turn while rewriting
+REWRITE_STEP = 5000  # jobs written per reactor turn while rewriting (aof:rewrite-step=...)
 MARKER = b"*1\r\n$18\r\nCONTROLLED-RESTART\r\n"
 
 
-class AOFError(Exception):
+class AOFError(LoadError):
     """The append only file cannot be loaded: start-up stops.  ``offset``:
     where the last good record ends, if known."""
 
@@ -126,9 +126,12 @@ def apply_record(node, argv):
 
 @implementer(IPersistence)
 class AOFPersistence:
-    def __init__(self, config, reactor=None):
+    """The ``aof`` strategy: one append only file in ``dir``."""
+
+    def __init__(self, config, reactor=None, rewrite_step=REWRITE_STEP):
         self.config = config
         self.reactor = reactor
+        self.rewrite_step = rewrite_step
         self.path = os.path.join(config["dir"], config["appendfilename"])
         self.fd = None
         self.buf = []
@@ -148,7 +151,18 @@ class AOFPersistence:
 
     def load(self, node):
         """Load the file into ``node``; returns the number of records
-        applied.  Loads only when AOF is on, or for a controlled restart."""
+        applied.  Loads only when AOF is on, or for a controlled restart.
+        An unusable file raises AOFError (a LoadError) saying which file,
+        what is wrong and how to repair it."""
+        try:
+            return self._load(node)
+        except AOFError as e:
+            text = str(e)
+            if "check_aof" not in text:
+                text += "; inspect or repair it with: python -m disque.tools.check_aof [--fix] %s" % self.path
+            raise AOFError("cannot load the append only file: %s" % text, e.offset) from None
+
+    def _load(self, node):
         if not os.path.exists(self.path):
             if self.enabled:
                 self._open()
@@ -271,6 +285,9 @@ class AOFPersistence:
         self.rewriting = None
         r = Rewrite(self, node, controlled)
         r.run_to_end()
+        if self.last_rewrite_status != "ok":
+            raise OSError("the append only file could not be rewritten")
+        log.info("AOF written for a {kind} restart", kind="controlled" if controlled else "plain")
 
     def _rewrite_done(self, rewrite, ok):
         self.rewriting = None
@@ -352,7 +369,7 @@ class Rewrite:
     def step(self):
         t = time.perf_counter()
         try:
-            done = self._write_some(REWRITE_STEP)
+            done = self._write_some(self.aof.rewrite_step)
         except OSError as e:
             log.error("AOF rewrite failed: {e}", e=e.strerror)
             self._abort()
@@ -396,16 +413,3 @@ class Rewrite:
         except OSError:
             pass
         self.aof._rewrite_done(self, False)
-
-
-@implementer(IPersistenceFactory)
-class AOFPersistenceFactory:
-    name = "aof"
-    description = "Append only file of job creations and deletions."
-    argStringFormat = "No arguments (appendfilename, appendfsync, ... come from the config)."
-
-    def makePersistence(self, argstring, config):
-        return AOFPersistence(config)
-
-
-factory = AOFPersistenceFactory()

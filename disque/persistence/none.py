@@ -1,16 +1,20 @@
 """The ``none`` persistence (``persistence none``): jobs live in memory
-only, and AOF cannot be switched on at run time.  The default provider is
-``aof`` with ``appendonly no``, which keeps nothing either until it is
-switched on (see :mod:`disque.persistence.aof`)."""
+only, and AOF cannot be switched on at run time (``CONFIG SET appendonly
+yes`` is accepted and changes nothing).  The default, ``aof`` with
+``appendonly no``, keeps nothing either until it is switched on (see
+:mod:`disque.persistence.aof`)."""
 
 from zope.interface import implementer
 
-from ..interfaces import IPersistence, IPersistenceFactory
+from ..interfaces import IPersistence
 
 
 @implementer(IPersistence)
 class NoPersistence:
+    """Writes nothing, loads nothing, stays disabled."""
+
     enabled = False
+    reactor = None
 
     def load(self, node):
         return 0
@@ -32,18 +36,14 @@ class NoPersistence:
             ("aof_last_bgrewrite_status", "ok"), ("aof_last_write_status", "ok"),
         ]
 
-    def close(self):
+    def rewrite_now(self, node, controlled):
         pass
 
+    def maybe_auto_rewrite(self, node):
+        pass
 
-@implementer(IPersistenceFactory)
-class NoPersistenceFactory:
-    name = "none"
-    description = "Keep jobs in memory only."
-    argStringFormat = "No arguments."
+    def set_enabled(self, enabled, node):
+        pass  # stays disabled: there is nowhere to write
 
-    def makePersistence(self, argstring, config):
-        return NoPersistence()
-
-
-factory = NoPersistenceFactory()
+    def close(self):
+        pass

@@ -1,14 +1,16 @@
 """twistd and strategy dropin for disque.  Keep it cheap: no heavy imports.
 
-``twistd -n disque --config disque.conf`` starts a node; the built-in
-strategy providers below are found by name with ``twisted.plugin.getPlugins``.
+``twistd -n disque --config disque.conf`` starts a node.  The built-in
+strategy factories are listed here, not described: each states its name,
+description and argument format itself, and imports its provider only when
+it makes one (``disque.persistence``, ``disque.federation``).
+``twistd disque --help-strategies`` shows them all, third parties' included.
 """
 
 from twisted.application.service import ServiceMaker
 
-from disque.interfaces import (IBusTransportFactory, IClientTransportFactory, IFederationPolicyFactory,
-                               IPersistenceFactory)
-from disque.plugins import LazyStrategy
+from disque.federation import default_policy
+from disque.persistence import aof_persistence, no_persistence
 
 disque = ServiceMaker(
     "disque",
@@ -17,28 +19,4 @@ disque = ServiceMaker(
     "disque",
 )
 
-persistence_none = LazyStrategy(
-    IPersistenceFactory, "none", "Keep jobs in memory only.", "No arguments.",
-    "disque.persistence.none:factory",
-)
-
-transport_tcp = LazyStrategy(
-    IClientTransportFactory, "tcp", "Plain TCP (the default).", "No arguments.",
-    "disque.transports:tcp",
-)
-
-bus_transport_tcp = LazyStrategy(
-    IBusTransportFactory, "tcp", "Plain TCP cluster bus (the default).", "No arguments.",
-    "disque.transports:bus_tcp",
-)
-
-federation_default = LazyStrategy(
-    IFederationPolicyFactory, "default", "The original's NEEDJOBS/YOURJOBS algorithm.", "No arguments.",
-    "disque.federation.default:factory",
-)
-
-persistence_aof = LazyStrategy(
-    IPersistenceFactory, "aof", "Append only file of job creations and deletions.",
-    "No arguments (appendfilename, appendfsync, ... come from the config).",
-    "disque.persistence.aof:factory",
-)
+__all__ = ["disque", "aof_persistence", "no_persistence", "default_policy"]

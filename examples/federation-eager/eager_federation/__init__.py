@@ -6,12 +6,14 @@ most every ``interval`` ms (100 by default); and when asked, give at most
 half of the queue (rounded up), so a node never strips its own consumers.
 Good for small clusters with bursty cross-node traffic; chatty on big ones.
 
-Select it with ``federation-policy eager`` (or ``eager:interval=50``).
+Select it with ``federation-policy eager`` (or ``eager:interval=50``); the
+factory that makes it is in this package's dropin,
+``twisted/plugins/eager_federation_plugin.py``.
 """
 
 from zope.interface import implementer
 
-from disque.interfaces import IFederationPolicy, IFederationPolicyFactory, IFederationState
+from disque.interfaces import IFederationPolicy, IFederationState
 
 
 @implementer(IFederationState)
@@ -47,17 +49,3 @@ class EagerPolicy:
 
     def to_serve(self, queue, requester, count, now):
         return min(count, (len(queue.jobs) + 1) // 2)
-
-
-@implementer(IFederationPolicyFactory)
-class EagerPolicyFactory:
-    name = "eager"
-    description = "Ask every peer at a fixed pace; give at most half a queue."
-    argStringFormat = "interval=<ms> (default 100)"
-
-    def makePolicy(self, argstring, config):
-        options = dict(kv.split("=", 1) for kv in argstring.split(",") if "=" in kv)
-        return EagerPolicy(int(options.get("interval", 100)))
-
-
-factory = EagerPolicyFactory()

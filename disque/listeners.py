@@ -1,0 +1,176 @@
+"""Where a node listens and how it reaches its peers: Twisted endpoint strings.
+
+Three directives, each with a default derived from ``port`` and ``bind``
+exactly as the original listens (so ``--port``/``--bind`` keep working):
+
+``listen``
+    Client listeners, one or more server endpoint strings
+    (``tcp:7711:interface=127.0.0.1``, ``unix:/run/disque.sock``,
+    ``ssl:7711:privateKey=...``).  Default: ``tcp:<port>`` on every ``bind``
+    address with ``tcp-backlog``; ``port 0`` takes a free port.
+``cluster-listen``
+    Bus listeners.  Peers find the bus at the node's advertised port +
+    10000, the advertised port being that of the first client listener.
+    Default: TCP on that port + 10000 on every ``bind`` address, resolved
+    when the client listener is up (``port 0`` works).
+``cluster-connect``
+    How links to peers are made: a client endpoint string without host and
+    port (``tcp:timeout=5``, ``ssl:caCertsDir=/etc/ssl/certs``); each link
+    adds ``host=`` and ``port=`` of the peer's bus.  Default: TCP with a
+    5 s timeout, from the first ``bind`` address when it is a specific one
+    of the peer's address family (as the original binds its bus
+    connections).
+
+Endpoint strings are Twisted's plugin seam for transports: TLS, Unix
+sockets or a transport a third party writes need no code in the node.  A
+string that does not parse stops start-up with :class:`EndpointError`.
+"""
+
+import ipaddress
+import re
+
+from twisted.application.internet import StreamServerEndpointService
+from twisted.internet.endpoints import clientFromString, quoteStringArgument, serverFromString
+from twisted.internet.interfaces import IStreamServerEndpoint
+from zope.interface import implementer
+
+from .bus.links import BUS_PORT_OFFSET
+
+CONNECT_TIMEOUT = 5  # seconds
+
+
+class EndpointError(ValueError):
+    """An endpoint string that does not parse; ``str()`` is one line naming
+    the directive and the string."""
+
+
+def _explain(directive, description, error):
+    text = re.sub(r"^[\w.]+\(\) ", "", str(error))  # "_parseTCP() got an unexpected ..." -> "got an ..."
+    text = re.sub(r"^invalid literal for int\(\) with base 10: (.*)", r"\1 is not a number", text)
+    return EndpointError("%s: bad endpoint %r: %s" % (directive, description, text))
+
+
+def _tcp(port, address):
+    """A TCP server endpoint string for ``address`` (tcp6 for IPv6)."""
+    kind = "tcp6" if ":" in address else "tcp"
+    return "%s:%d:interface=%s" % (kind, port, quoteStringArgument(address))
+
+
+def client_descriptions(config):
+    """The ``listen`` endpoint strings: configured, or derived from ``port``,
+    ``bind`` and ``tcp-backlog``."""
+    if config["listen"]:
+        return config["listen"]
+    backlog = config["tcp-backlog"]
+    return ["%s:backlog=%d" % (_tcp(config["port"], host), backlog) for host in config["bind"] or ["0.0.0.0"]]
+
+
+def bus_descriptions(config, client_port):
+    """The ``cluster-listen`` endpoint strings: configured, or derived from
+    the advertised client port and ``bind``."""
+    if config["cluster-listen"]:
+        return config["cluster-listen"]
+    backlog = config["tcp-backlog"]
+    return ["%s:backlog=%d" % (_tcp(client_port + BUS_PORT_OFFSET, host), backlog)
+            for host in config["bind"] or ["0.0.0.0"]]
+
+
+def server_endpoint(reactor, directive, description):
+    """``serverFromString``, with its errors as EndpointError."""
+    try:
+        return serverFromString(reactor, description)
+    except (ValueError, TypeError, KeyError, OSError, ImportError) as e:
+        raise _explain(directive, description, e) from None
+
+
+class Listener(StreamServerEndpointService):
+    """One listener of the node: ``StreamServerEndpointService`` that
+    remembers the ``IListeningPort`` it got, and lets a failure to listen
+    (port in use) stop start-up instead of leaving a node that cannot be
+    reached."""
+
+    _raiseSynchronously = True  # as twisted.application.strports.service does
+
+    def __init__(self, endpoint, factory, description):
+        self.description = description
+        self.port = None
+        super().__init__(_Recording(endpoint, self), factory)
+
+
+@implementer(IStreamServerEndpoint)
+class _Recording:
+    """Hands the listening port to its Listener once listening."""
+
+    def __init__(self, endpoint, listener):
+        self.endpoint = endpoint
+        self.listener = listener
+
+    def listen(self, factory):
+        def listening(port):
+            self.listener.port = port
+            return port
+
+        return self.endpoint.listen(factory).addCallback(listening)
+
+
+@implementer(IStreamServerEndpoint)
+class DeferredEndpoint:
+    """A server endpoint whose string is known only when it listens: the
+    derived bus listeners follow the client port, which ``port 0`` leaves
+    to the system."""
+
+    def __init__(self, reactor, directive, describe):
+        self.reactor = reactor
+        self.directive = directive
+        self.describe = describe  # () -> endpoint string
+
+    def listen(self, factory):
+        return server_endpoint(self.reactor, self.directive, self.describe()).listen(factory)
+
+
+def listening_port(listener):
+    """The TCP port a Listener is bound to, or None (not listening, or not
+    an address with a port, such as a Unix socket)."""
+    if listener.port is None:
+        return None
+    return getattr(listener.port.getHost(), "port", None)
+
+
+class BusConnector:
+    """Builds the client endpoint of a link to a peer's bus from
+    ``cluster-connect`` (see the module docstring)."""
+
+    def __init__(self, reactor, config):
+        self.reactor = reactor
+        self.template = config["cluster-connect"]
+        binds = config["bind"] or []
+        self.bind_host = binds[0] if binds else None
+        self.endpoint("127.0.0.1", 7711 + BUS_PORT_OFFSET)  # a bad template stops start-up here
+
+    def description(self, host: str, port: int) -> str:
+        where = "host=%s:port=%d" % (quoteStringArgument(host), port)
+        if self.template:
+            return "%s:%s" % (self.template, where)
+        text = "tcp:%s:timeout=%d" % (where, CONNECT_TIMEOUT)
+        source = self._source_for(host)
+        return text + (":bindAddress=%s" % quoteStringArgument(source) if source else "")
+
+    def _source_for(self, host):
+        """The first bind address, if it is a specific address of ``host``'s
+        family: links then leave from the address peers know the node by."""
+        bind = self.bind_host
+        if not bind or bind in ("0.0.0.0", "::"):
+            return None
+        try:
+            same = ipaddress.ip_address(bind).version == ipaddress.ip_address(host).version
+        except ValueError:
+            return None
+        return bind if same else None
+
+    def endpoint(self, host: str, port: int):
+        """An ``IStreamClientEndpoint`` to the bus at ``host``:``port``."""
+        description = self.description(host, port)
+        try:
+            return clientFromString(self.reactor, description)
+        except (ValueError, TypeError, KeyError, OSError, ImportError) as e:
+            raise _explain("cluster-connect", self.template or description, e) from None
