@@ -110,7 +110,7 @@ def rewrite_turns(tmp_path, spec, jobs=10):
     node = NodeState(b"a" * 40, now=1_000_000)
     aof.load(node)
     for i in range(jobs):
-        node.add_job(b"q", b"body-%d" % i, 1, 0, 30, 3600, 0, False)
+        node.addjob.add(b"q", b"body-%d" % i, 1, 0, 30, 3600, 0, False)
     aof.rewrite(node)
     turns = 1
     while reactor.calls:
