@@ -20,7 +20,6 @@ import time
 
 from twisted.application.service import MultiService
 from twisted.internet import task
-from twisted.logger import Logger
 from zope.interface import implementer
 
 from . import DISQUE_VERSION
@@ -31,14 +30,18 @@ from .bus.protocol import BusServerFactory
 from .core.cluster import new_node_id, parse_nodes_file
 from .core.effects import execute
 from .core.node import NodeState
+from .config import ConfigSetError
 from .heap import HeapFreezer
+from .idle import IdleClients
 from .interfaces import INodeHost
+from .logs import logger, node_log
 from .plugins import find_strategy, persistence_spec
 from .interfaces import (IBusTransportFactory, IClientTransportFactory, IFederationPolicyFactory,
                          IPersistenceFactory)
 from .resp.protocol import RespFactory
+from .watchdog import Watchdog
 
-log = Logger(namespace="disque")
+log = logger("disque")
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -74,8 +77,7 @@ class NodeRuntime:
         self._bus_batch = 0  # >0 while a bus read is being handed to the core
         now = int(reactor.seconds() * 1000)
         self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
-        self.node.cluster.node_timeout = config["cluster-node-timeout"]
-        self.node.dedup.window = config["dedup-window"] * 1000
+        self._follow_config()
         self.ctx = Context(self.node, config, self)
         self.start_time = reactor.seconds()
         self.run_id = os.urandom(20).hex()
@@ -85,6 +87,13 @@ class NodeRuntime:
         self._wake = None
         self._wake_at = None
         self.shutting_down = False
+
+    def _follow_config(self):
+        """The directives the core keeps a copy of, applied now and at each
+        CONFIG SET (the one way a change takes effect: see disque.config)."""
+        node, config = self.node, self.config
+        config.on_change("cluster-node-timeout", lambda ms: setattr(node.cluster, "node_timeout", ms))
+        config.on_change("dedup-window", lambda seconds: setattr(node.dedup, "window", seconds * 1000))
 
     # -- time and effects --------------------------------------------------
 
@@ -209,9 +218,10 @@ class NodeRuntime:
     def tick(self):
         self._wake = None
         self.set_time()
-        self.node.cluster.node_timeout = self.config["cluster-node-timeout"]
-        self.node.dedup.window = self.config["dedup-window"] * 1000
-        self.node.set_memory_limit(self.config["maxmemory"])
+        if self.config["maxmemory-policy"] == "acks":
+            self.node.set_memory_limit(self.config["maxmemory"])  # evicts above 95%
+        else:  # noeviction: past the limit new jobs are refused, nothing is evicted
+            self.node.update_memory_level(self.config["maxmemory"])
         self.node.tick()
         self.ctx.stats.sample(self.node.now)
         rss = _rss()
@@ -324,6 +334,7 @@ class DisqueNodeService(MultiService):
         self.config = config
         self.reactor = reactor
         self._on_shutdown = on_shutdown or self._stop_reactor
+        self._forget = node_log.follow(config)  # first: what follows may log
         name, args = persistence_spec(config)
         self.persistence = find_strategy(IPersistenceFactory, name).makePersistence(args, config)
         if hasattr(self.persistence, "reactor"):
@@ -348,13 +359,29 @@ class DisqueNodeService(MultiService):
         self.runtime.node.federation = find_strategy(IFederationPolicyFactory, fed_name).makePolicy(fed_args, config)
         self.ports = []
         self.bus_ports = []
-        self._cron = None
+        self._cron = task.LoopingCall(self._cron_tick)
+        self._cron.clock = reactor
+        self._forget.append(config.on_change("appendonly", self._set_appendonly))
         HeapFreezer(reactor, config["gc-freeze-interval"]).setServiceParent(self)
+        IdleClients(self.runtime).setServiceParent(self)
+        Watchdog(config, reactor).setServiceParent(self)
 
     def _set_appendonly(self, enabled):
         node = self.runtime.node
+        if not hasattr(self.persistence, "set_enabled"):
+            if enabled:
+                raise ConfigSetError(b"Unable to turn on AOF: this node keeps no file (persistence %s)"
+                                     % persistence_spec(self.config)[0].encode())
+            return
         self.persistence.set_enabled(bool(enabled), node)
         node.persist = bool(enabled)
+
+    def _set_hz(self, hz):
+        """(Re)start the periodic tick, ``hz`` times a second."""
+        if self.running:
+            if self._cron.running:
+                self._cron.stop()
+            self._cron.start(1.0 / hz, now=False)
 
     def _stop_reactor(self):
         if self.reactor.running:
@@ -368,9 +395,6 @@ class DisqueNodeService(MultiService):
         super().startService()
         rt = self.runtime
         rt.set_time()
-        rt.node.persist = bool(getattr(self.persistence, "enabled", False))
-        if hasattr(self.persistence, "set_enabled"):
-            self.config.add_listener("appendonly", self._set_appendonly)
         factory = RespFactory(rt)
         binds = self.config["bind"] or ["0.0.0.0"]
         for host in binds:
@@ -384,34 +408,25 @@ class DisqueNodeService(MultiService):
                 self.reactor, host, client_port + BUS_PORT_OFFSET, bus, self.config["tcp-backlog"]))
         rt.links = Links(self.reactor, rt, self.bus_transport, binds[0])
         rt.after_batch()  # links to the peers of the node file; the node file of a new node
-        self._cron = task.LoopingCall(self._cron_tick)
-        self._cron.clock = self.reactor
-        self._hz = max(self.config["hz"], 1)
-        self._cron.start(1.0 / self._hz, now=False)
+        self._forget.append(self.config.on_change("hz", self._set_hz))
         log.info("Disque {version} node {id} ready to accept connections on port {port}",
                  version=DISQUE_VERSION, id=rt.node.my_id.decode(), port=self.listening_port)
 
     def _cron_tick(self):
-        """The periodic work, ``hz`` times a second; a changed ``hz``
-        (CONFIG SET) takes effect from the next tick."""
+        """The periodic work, ``hz`` times a second (see _set_hz)."""
         self.runtime.tick()
-        hz = max(self.config["hz"], 1)
-        if hz != self._hz:
-            self._hz = hz
-            self.reactor.callLater(0, self._restart_cron)
-
-    def _restart_cron(self):
-        if self._cron is not None and self._cron.running:
-            self._cron.stop()
-            self._cron.start(1.0 / self._hz, now=False)
 
     @property
     def listening_port(self):
         return self.ports[0].getHost().port if self.ports else None
 
     def stopService(self):
-        if self._cron is not None and self._cron.running:
+        if self._cron.running:
             self._cron.stop()
+        for forget in self._forget:
+            forget()
+        self._forget = []
+        node_log.reset()
         for client in list(self.runtime.ctx.clients.values()):
             client.conn.close()
         deferreds = [p.stopListening() for p in self.ports + self.bus_ports]

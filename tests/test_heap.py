@@ -27,7 +27,7 @@ def clean_gc():
 
 
 NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Config", "Context", "JobIdGenerator",
-                 "NoPersistence", "NodeRuntime", "NodeState", "Schedule", "SlowLog", "Stats", "DedupIndex"}
+                 "LatencyMonitor", "NoPersistence", "NodeRuntime", "NodeState", "Schedule", "SlowLog", "Stats", "DedupIndex"}
 
 
 def _workload(rt, clock):
