@@ -64,8 +64,9 @@ TIERS = {
     "unit": ("test_core", "test_core_properties", "test_core_purity", "test_config", "test_aof_unit",
              "test_bus_wire", "test_resp_codec", "test_heap"),
     "sim": ("test_cluster_jobs", "test_cluster_membership", "test_federation"),
-    "protocol": ("test_protocol", "test_bus_protocol", "test_dedup", "test_service"),
-    "process": ("test_e2e_aof", "test_e2e_cluster", "test_e2e_dedup", "test_e2e_faults", "test_e2e_federation",
+    "protocol": ("test_protocol", "test_bus_protocol", "test_dedup", "test_service", "test_directives",
+                 "test_logs"),
+    "process": ("test_e2e_aof", "test_e2e_logs", "test_e2e_cluster", "test_e2e_dedup", "test_e2e_faults", "test_e2e_federation",
                 "test_e2e_node", "test_golden", "test_install", "test_memory", "test_spark_options",
                 "test_spark_read", "test_spark_recovery", "test_spark_units", "test_spark_write"),
 }
