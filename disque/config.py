@@ -9,6 +9,28 @@ writes parses back to the same value -- so CONFIG SET is never laxer than the
 file (maxmemory, cluster-node-timeout >= 1).  Unlike the original, numbers must
 be well-formed, ``include`` is relative to the including file, and ``dir`` is
 checked but not chdir()ed to (GET shows it absolute).  No twisted imports.
+
+Every directive does what it says or is refused.  A directive the node does
+not implement is *fixed* (``Spec.fixed`` says why): its default, the
+original's, is the only value accepted in the file or on the command line,
+CONFIG SET refuses it, and CONFIG GET still lists that value where the
+original lists the directive (clients and the golden replies see the
+original's shape, and the value shown is the one in effect).  docs/config.md
+lists every directive and what it does; tests/test_directives.py proves each
+one has an effect.
+
+How a running node follows its config -- the one way a change takes effect:
+:meth:`Config.set` stores the value, then calls the *appliers* registered for
+that directive with :meth:`Config.on_change`.  A component that keeps state
+derived from a directive (a copy in the core, a timer, a log filter, an open
+file) registers an applier; ``on_change`` also calls it at once with the
+current value, so start-up and CONFIG SET go through the same code.  An
+applier may refuse a value by raising :class:`ConfigSetError`: the old value
+is restored (and given back to the appliers that already took the new one)
+and CONFIG SET replies with the error.  A component that keeps no such state
+simply reads ``config[name]`` when it needs the value (``requirepass`` at
+each command, ``maxclients`` at each connection): it is never stale, so it
+needs no applier.  Nothing polls the config.
 """
 
 import contextlib
@@ -196,6 +218,8 @@ class Spec:
     original: bool = True                  # a parameter of the original server
     show: "Callable | None" = None         # CONFIG GET rendering, if not the kind's
     runtime: "Callable | None" = None      # CONFIG SET parsing, if not the kind's
+    fixed: str = ""                        # not implemented, for this reason: only the
+                                           # default is accepted, never settable
 
 
 class Kind(NamedTuple):
@@ -300,22 +324,21 @@ def _dir_error(path):
 
 
 def _check_logfile(path):
-    parent = os.path.dirname(os.path.abspath(path)) if path else None
-    return _need(not (parent and _dir_error(parent)), "can't open the log file: %s"
-                 % (parent and _dir_error(parent)))
+    """The file must be writable, or creatable in an existing directory (the
+    original opens it for appending; this checks without creating it)."""
+    if path:
+        parent = os.path.dirname(os.path.abspath(path))
+        problem = os.strerror(errno.EISDIR) if os.path.isdir(path) else _dir_error(parent)
+        if not problem and not os.access(path if os.path.exists(path) else parent, os.W_OK):
+            problem = os.strerror(errno.EACCES)
+        _need(not problem, "can't open the log file: %s" % problem)
+    return True
 
 
 def _set_generic(spec, text, cur):
     if spec.kind in ("int", "mem") and text.startswith("-"):
         raise _Bad("negative")                            # CONFIG SET refuses all negatives
     return KINDS[spec.kind].parse(spec, [text], cur)
-
-
-def _set_dir(spec, text, cur):
-    err = _dir_error(text)
-    if err:
-        raise ConfigSetError(b"Changing directory: " + err.encode())
-    return text
 
 
 def _set_obl(spec, text, cur):
@@ -331,17 +354,27 @@ def _set_obl(spec, text, cur):
     return new
 
 
+def _set_keepalive(spec, text, cur):
+    """CONFIG SET tcp-keepalive takes yes/no, as the original (whose CONFIG GET
+    shows yes/no): yes keeps the interval set in the file, or 300 s."""
+    on = KINDS["bool"].parse(spec, [text], cur)
+    return (cur or 300) if on else 0
+
+
+_TCP_ONLY = "this node listens on TCP only"
 _S = Spec
 # In CONFIG GET order of the original server; then the project's own; then the
 # directives the original reads from the file but does not list in CONFIG GET.
 SPECS = (
     _S("requirepass", "str", "", True, nullable=True,
        check=lambda t: _need(len(_enc(t)) <= 512, "must be at most 512 bytes long")),
-    _S("unixsocket", "str", "", nullable=True),
+    _S("unixsocket", "str", "", nullable=True, fixed=_TCP_ONLY),
     _S("logfile", "str", "", check=_check_logfile),
-    _S("pidfile", "str", "/var/run/disque.pid"),
+    _S("pidfile", "str", "/var/run/disque.pid",
+       fixed="twistd writes the pid file: use twistd --pidfile <path>"),
     _S("maxmemory", "mem", 1024 ** 3, True, lo=1),
-    _S("maxmemory-samples", "int", 5, True, lo=1, hi=_I32),
+    _S("maxmemory-samples", "int", 5, lo=1, hi=_I32,
+       fixed="eviction does not sample: it frees what no guarantee needs, oldest first"),
     _S("timeout", "int", 0, True, lo=0, hi=_I32),
     _S("auto-aof-rewrite-percentage", "int", 100, True, lo=0, hi=_I32),
     _S("auto-aof-rewrite-min-size", "mem", 64 * 1024 ** 2, True, lo=0),
@@ -350,16 +383,18 @@ SPECS = (
     _S("slowlog-max-len", "int", 128, True, lo=0, hi=2 ** 32 - 1),
     _S("port", "int", 7711, lo=0, hi=65535),
     _S("tcp-backlog", "int", 511, lo=0, hi=_I32),
-    _S("databases", "int", 16, lo=1, hi=_I32),
+    _S("databases", "int", 16, lo=1, hi=_I32, fixed="Disque has no databases"),
     _S("maxclients", "int", 10000, True, lo=1, hi=_I32),
     _S("watchdog-period", "int", 0, True, lo=0),
     _S("hz", "int", 10, True, lo=1, hi=500, clamp=True),
     _S("cluster-node-timeout", "int", 15000, True, lo=1),
     _S("tcp-keepalive", "int", 0, True, lo=0, hi=_I32, show=_yesno,     # yes/no, as the original
-       runtime=lambda s, t, c: int(KINDS["bool"].parse(s, [t], c))),
-    _S("no-appendfsync-on-rewrite", "bool", False),
-    _S("daemonize", "bool", False),
-    _S("activerehashing", "bool", True, True),
+       runtime=_set_keepalive),
+    _S("no-appendfsync-on-rewrite", "bool", False, True),
+    _S("daemonize", "bool", False,
+       fixed="twistd runs the node in the background unless given -n"),
+    _S("activerehashing", "bool", True,
+       fixed="the node's hash tables (Python dicts) resize at once: there is no rehashing to do"),
     _S("aof-rewrite-incremental-fsync", "bool", True, True),
     _S("aof-load-truncated", "bool", True, True),
     _S("aof-enqueue-jobs-once", "bool", False, True),
@@ -369,10 +404,10 @@ SPECS = (
     _S("syslog-facility", "enum", "local0",
        choices=("user",) + tuple("local%d" % n for n in range(8))),
     _S("appendonly", "bool", False, True),
-    _S("dir", "str", ".", True, show=os.path.abspath, runtime=_set_dir, check=lambda t: _need(
+    _S("dir", "str", ".", show=os.path.abspath, check=lambda t: _need(
         not _dir_error(t), "can't use it as working directory: %s" % _dir_error(t))),
     _S("client-output-buffer-limit", "obl", {"normal": (0, 0, 0)}, True, runtime=_set_obl),
-    _S("unixsocketperm", "octal", 0),
+    _S("unixsocketperm", "octal", 0, fixed=_TCP_ONLY),
     _S("bind", "list", ["127.0.0.1"]),
     _S("federation-policy", "str", "default", original=False,
        check=lambda t: _need(t, "must not be empty")),
@@ -405,7 +440,7 @@ class Config:
     def __init__(self):
         self.path: "str | None" = None
         self._values = {s.name: _copy(s.default) for s in SPECS}
-        self._listeners: "dict[str, list]" = {}
+        self._appliers: "dict[str, list]" = {}
 
     @classmethod
     def defaults(cls) -> "Config":
@@ -424,9 +459,26 @@ class Config:
     def changed_from_default(self) -> "dict[str, object]":
         return {s.name: self[s.name] for s in SPECS if self._values[s.name] != s.default}
 
-    def add_listener(self, name: str, callback) -> None:
-        """callback(new_value) after each successful set() of ``name``."""
-        self._listeners.setdefault(name.lower(), []).append(callback)
+    def on_change(self, name: str, apply) -> "Callable[[], None]":
+        """Register ``apply(value)`` for directive ``name`` and call it now with
+        the current value; it is called again after each CONFIG SET of
+        ``name``.  It may refuse a value by raising ConfigSetError (at
+        registration that is a ConfigError: start-up stops).  Returns a
+        function that unregisters it (a stopped service lets go)."""
+        name = name.lower()
+        if name not in _BY_NAME:
+            raise KeyError(name)
+        try:
+            apply(self[name])
+        except ConfigSetError as e:
+            raise ConfigError("%s: %s" % (name, _dec(e.args[0]))) from None
+        appliers = self._appliers.setdefault(name, [])
+        appliers.append(apply)
+
+        def forget():
+            if apply in appliers:
+                appliers.remove(apply)
+        return forget
 
     # -- loading --
 
@@ -470,9 +522,14 @@ class Config:
             raise _Problem("wrong number of arguments for '%s': expected %s (%s), got %d" % (
                 name, kind.nargs if kind.nargs > 0 else "at least 1", kind.usage, len(args)))
         try:
-            self._values[name] = kind.parse(spec, args, self._values[name])
+            value = kind.parse(spec, args, self._values[name])
         except _Bad as e:
             raise _Problem("invalid value '%s' for '%s': %s" % (" ".join(args), name, e)) from None
+        if spec.fixed and value != spec.default:
+            only = (spec.show or kind.show)(spec.default) or '""'
+            raise _Problem("unsupported value '%s' for '%s': %s (only %s is accepted)" % (
+                " ".join(args), name, spec.fixed, only))
+        self._values[name] = value
 
     def apply_overrides(self, overrides: "dict[str, str]") -> None:
         """Command-line overrides, validated like file lines.  Directives taking
@@ -517,9 +574,18 @@ class Config:
         except _Bad:
             raise ConfigSetError(b"Invalid argument '" + value + b"' for CONFIG SET '"
                                  + name + b"'") from None
+        old = self._values[key]
         self._values[key] = new
-        for callback in list(self._listeners.get(key, ())):
-            callback(_copy(new))
+        done = []
+        try:
+            for apply in list(self._appliers.get(key, ())):
+                apply(_copy(new))
+                done.append(apply)
+        except ConfigSetError:
+            self._values[key] = old                       # refused: as if never set
+            for apply in done:
+                apply(_copy(old))
+            raise
 
     # -- CONFIG REWRITE --
 

@@ -23,7 +23,6 @@ import time
 
 from twisted.application.internet import TimerService
 from twisted.application.service import MultiService
-from twisted.logger import Logger
 from zope.interface import implementer
 
 from . import DISQUE_VERSION
@@ -34,14 +33,18 @@ from .bus.protocol import BusServerFactory
 from .core.membership import new_node_id, parse_nodes_file
 from .core.effects import execute
 from .core.node import NodeState
+from .config import ConfigSetError
 from .heap import heap_freezer
+from .idle import IdleClients
 from .interfaces import IFederationPolicyFactory, INodeHost, IPersistenceFactory
 from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptions, client_descriptions,
                         listening_port, server_endpoint)
+from .logs import logger, node_log
 from .plugins import make_strategy
 from .resp.protocol import RespFactory
+from .watchdog import Watchdog
 
-log = Logger(namespace="disque")
+log = logger("disque")
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -77,8 +80,7 @@ class NodeRuntime:
         self._bus_batch = 0  # >0 while a bus read is being handed to the core
         now = int(reactor.seconds() * 1000)
         self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
-        self.node.cluster.node_timeout = config["cluster-node-timeout"]
-        self.node.jobs.dedup.window = config["dedup-window"] * 1000
+        self._follow_config()
         self.ctx = Context(self.node, config, self)
         self.start_time = reactor.seconds()
         self.run_id = os.urandom(20).hex()
@@ -88,6 +90,13 @@ class NodeRuntime:
         self._wake = None
         self._wake_at = None
         self.shutting_down = False
+
+    def _follow_config(self):
+        """The directives the core keeps a copy of, applied now and at each
+        CONFIG SET (the one way a change takes effect: see disque.config)."""
+        node, config = self.node, self.config
+        config.on_change("cluster-node-timeout", lambda ms: setattr(node.cluster, "node_timeout", ms))
+        config.on_change("dedup-window", lambda seconds: setattr(node.jobs.dedup, "window", seconds * 1000))
 
     # -- time and effects --------------------------------------------------
 
@@ -212,9 +221,10 @@ class NodeRuntime:
     def tick(self):
         self._wake = None
         self.set_time()
-        self.node.cluster.node_timeout = self.config["cluster-node-timeout"]
-        self.node.jobs.dedup.window = self.config["dedup-window"] * 1000
-        self.node.memory.set_limit(self.config["maxmemory"])
+        if self.config["maxmemory-policy"] == "acks":
+            self.node.memory.set_limit(self.config["maxmemory"])  # evicts above 95%
+        else:  # noeviction: past the limit new jobs are refused, nothing is evicted
+            self.node.memory.update_level(self.config["maxmemory"])
         self.node.tick()
         self.ctx.stats.sample(self.node.now)
         rss = _rss()
@@ -334,6 +344,7 @@ class DisqueNodeService(MultiService):
         self.config = config
         self.reactor = reactor
         self._on_shutdown = on_shutdown or self._stop_reactor
+        self._forget = node_log.follow(config)  # first: what follows may log
         self.persistence = make_strategy(IPersistenceFactory, config["persistence"], config)
         self.persistence.reactor = reactor  # everysec fsyncs and incremental rewrites
         federation = make_strategy(IFederationPolicyFactory, config["federation-policy"], config)
@@ -354,7 +365,7 @@ class DisqueNodeService(MultiService):
         if self.persistence.load(rt.node):
             log.info("DB loaded from append only file: {n} jobs", n=len(rt.node.jobs))
         rt.node.federation.policy = federation
-        config.add_listener("appendonly", self._set_appendonly)
+        self._forget.append(config.on_change("appendonly", self._set_appendonly))
 
         clients = RespFactory(rt)
         self.listeners = [Listener(endpoint, clients, d) for endpoint, d in client_endpoints]
@@ -365,13 +376,14 @@ class DisqueNodeService(MultiService):
         self.bus_listeners = [Listener(endpoint, bus, d) for endpoint, d in bus_endpoints]
         for listener in self.listeners + self.bus_listeners:
             listener.setServiceParent(self)
-        self._hz = max(config["hz"], 1)
-        self.cron = TimerService(1.0 / self._hz, self._cron_tick)
+        self.cron = TimerService(1.0 / max(config["hz"], 1), self._cron_tick)
         self.cron.clock = reactor
         self.cron.setServiceParent(self)
         freezer = heap_freezer(reactor, config["gc-freeze-interval"])
         if freezer is not None:
             freezer.setServiceParent(self)
+        IdleClients(rt).setServiceParent(self)
+        Watchdog(config, reactor).setServiceParent(self)
 
     def _bus_description(self, index):
         if self.listening_port is None:
@@ -382,7 +394,21 @@ class DisqueNodeService(MultiService):
     def _set_appendonly(self, enabled):
         node = self.runtime.node
         self.persistence.set_enabled(bool(enabled), node)
+        if enabled and not self.persistence.enabled:
+            raise ConfigSetError(b"Unable to turn on AOF: this node keeps no file (persistence %s)"
+                                 % self.config["persistence"].partition(":")[0].encode())
         node.persist = self.persistence.enabled
+
+    def _set_hz(self, hz):
+        """The periodic tick runs ``hz`` times a second (restarted when that
+        changes)."""
+        step = 1.0 / max(hz, 1)
+        if step == self.cron.step:
+            return
+        self.cron.step = step
+        if self.cron.running:
+            self.cron.stopService()
+            self.cron.startService()
 
     def _stop_reactor(self):
         if self.reactor.running:
@@ -421,27 +447,21 @@ class DisqueNodeService(MultiService):
             log.warn("No cluster-listen endpoint listens on port {bus} (client port {port} + 10000): "
                      "peers will not reach this node's bus", bus=port + BUS_PORT_OFFSET, port=port)
         super().startService()
+        self._forget.append(self.config.on_change("hz", self._set_hz))
         log.info("Disque {version} node {id} ready to accept connections on {where}",
                  version=DISQUE_VERSION, id=rt.node.my_id.decode(),
                  where="port %d" % self.listening_port if self.listening_port is not None
                  else ", ".join(listener.description for listener in self.listeners))
 
     def _cron_tick(self):
-        """The periodic work, ``hz`` times a second; a changed ``hz``
-        (CONFIG SET) takes effect from the next tick."""
+        """The periodic work, ``hz`` times a second (see _set_hz)."""
         self.runtime.tick()
-        hz = max(self.config["hz"], 1)
-        if hz != self._hz:
-            self._hz = hz
-            self.reactor.callLater(0, self._restart_cron)
-
-    def _restart_cron(self):
-        if self.cron.running:
-            self.cron.stopService()
-            self.cron.step = 1.0 / self._hz
-            self.cron.startService()
 
     def stopService(self):
+        for forget in self._forget:
+            forget()
+        self._forget = []
+        node_log.reset()
         stopped = super().stopService()  # the timers, then the listeners
         for client in list(self.runtime.ctx.clients.values()):
             client.conn.close()

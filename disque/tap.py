@@ -22,7 +22,7 @@ _DIRECT = [
     ("bind", "b", "Address(es) to listen on, space separated."),
     ("dir", "d", "Working directory for the AOF and the node file."),
     ("loglevel", None, "debug | verbose | notice | warning."),
-    ("logfile", None, "Also log to this file."),
+    ("logfile", None, "Write the node's log lines to this file instead of twistd's log."),
     ("appendonly", None, "yes | no: enable the append only file."),
     ("appendfsync", None, "always | everysec | no."),
     ("maxmemory", None, "Memory limit, e.g. 1gb."),
@@ -90,25 +90,11 @@ def makeService(options, reactor=None):
     from .plugins import StrategyError
     from .service import DisqueNodeService, NodeFileError
 
-    _setup_logfile(options.config)
     if options.config["port"] + 10000 > 65535:
         _fail("port %d leaves no room for the cluster bus (port + 10000)" % options.config["port"])
     try:
         return DisqueNodeService(options.config, reactor=reactor)
-    except (StrategyError, EndpointError, NodeFileError, LoadError) as e:
+    # ConfigError: a value the node refuses (rename-command, ...)
+    except (StrategyError, EndpointError, NodeFileError, LoadError, ConfigError) as e:
         _fail(str(e))
 
-
-_LEVELS = {"debug": "debug", "verbose": "info", "notice": "info", "warning": "warn"}
-
-
-def _setup_logfile(config):
-    path = config["logfile"]
-    if not path:
-        return
-    from twisted.logger import (FilteringLogObserver, LogLevel, LogLevelFilterPredicate,
-                                globalLogPublisher, textFileLogObserver)
-
-    predicate = LogLevelFilterPredicate(defaultLogLevel=LogLevel.levelWithName(_LEVELS[config["loglevel"]]))
-    stream = open(path, "a", buffering=1)
-    globalLogPublisher.addObserver(FilteringLogObserver(textFileLogObserver(stream), [predicate]))

@@ -157,14 +157,14 @@ PORT 7712
 Bind 127.0.0.1 ::1   10.0.0.1
 requirepass "se cret\\x41\\n"
 logfile ''
-pidfile 'it\\'s.pid'
+syslog-ident 'it\\'s'
 maxmemory 2GB
 appendonly YES
 loglevel Warning
 hz 100000
 hz 0
 client-output-buffer-limit normal 32mb 16mb 60
-unixsocketperm 0755
+unixsocketperm 000
 rename-command CONFIG ""
 rename-command DEBUG dbg
 timeout 30\r
@@ -174,14 +174,14 @@ timeout 30\r
     assert c["bind"] == ["127.0.0.1", "::1", "10.0.0.1"]
     assert c["requirepass"] == "se cretA\n"
     assert c["logfile"] == ""
-    assert c["pidfile"] == "it's.pid"
+    assert c["syslog-ident"] == "it's"
     assert c["maxmemory"] == 2 * 1024 ** 3
     assert c["appendonly"] is True
     assert c["loglevel"] == "warning"
     assert c["hz"] == 1                      # clamped to 1..500 like the original
     assert c["client-output-buffer-limit"] == {"normal": (32 << 20, 16 << 20, 60)}
-    assert c["unixsocketperm"] == 0o755
-    assert c.get_all(b"unixsocketperm") == [(b"unixsocketperm", b"755")]
+    assert c["unixsocketperm"] == 0
+    assert c.get_all(b"unixsocketperm") == [(b"unixsocketperm", b"0")]
     assert c["rename-command"] == [("CONFIG", ""), ("DEBUG", "dbg")]
     assert c["timeout"] == 30
     assert c.get_all(b"bind") == [(b"bind", b"127.0.0.1 ::1 10.0.0.1")]
@@ -266,6 +266,7 @@ def test_error_in_included_file_names_that_file(tmp_path):
     ("dir /no/such/dir\n", "invalid value '/no/such/dir' for 'dir': can't use it as working "
                            "directory: No such file or directory"),
     ("logfile /no/such/dir/disque.log\n", "for 'logfile': can't open the log file: No such file"),
+    ("logfile /\n", "for 'logfile': can't open the log file: Is a directory"),
     ("federation-policy ''\n", "for 'federation-policy': must not be empty"),
     ("client-output-buffer-limit normal 1 2\n",
      "wrong number of arguments for 'client-output-buffer-limit': expected 4"),
@@ -351,18 +352,24 @@ def test_override_errors(overrides, message):
 
 # -- CONFIG SET ----------------------------------------------------------
 
+# Those of the original, less the fixed ones (not implemented: only their
+# default is accepted) and dir (the node does not move its files at run time).
 RUNTIME = {
-    "requirepass", "maxmemory", "maxmemory-samples", "timeout", "auto-aof-rewrite-percentage",
+    "requirepass", "maxmemory", "timeout", "auto-aof-rewrite-percentage",
     "auto-aof-rewrite-min-size", "slowlog-log-slower-than", "latency-monitor-threshold",
     "slowlog-max-len", "maxclients", "watchdog-period", "hz", "cluster-node-timeout",
-    "tcp-keepalive", "activerehashing", "aof-rewrite-incremental-fsync", "aof-load-truncated",
-    "aof-enqueue-jobs-once", "maxmemory-policy", "loglevel", "appendfsync", "appendonly", "dir",
+    "tcp-keepalive", "no-appendfsync-on-rewrite", "aof-rewrite-incremental-fsync", "aof-load-truncated",
+    "aof-enqueue-jobs-once", "maxmemory-policy", "loglevel", "appendfsync", "appendonly",
     "client-output-buffer-limit",
 }
+FIXED = {"unixsocket", "unixsocketperm", "pidfile", "maxmemory-samples", "databases", "daemonize",
+         "activerehashing"}
 
 
 def test_settable_parameters_are_those_of_the_original():
     assert {s.name for s in SPECS if s.settable and s.original} == RUNTIME
+    assert {s.name for s in SPECS if s.fixed} == FIXED
+    assert not any(s.settable for s in SPECS if s.fixed)
     assert {s.name for s in SPECS if s.settable and not s.original} == {"dedup-window"}
 
 
@@ -398,9 +405,10 @@ def test_set_names_are_case_insensitive_and_echoed_as_given():
 
 
 @pytest.mark.parametrize("name", ["bind", "daemonize", "databases", "unixsocket", "pidfile",
-                                  "logfile", "no-appendfsync-on-rewrite", "syslog-facility",
-                                  "appendfilename", "federation-policy", "persistence",
-                                  "rename-command", "include", "tcp-backlog"])
+                                  "logfile", "syslog-facility", "syslog-enabled", "appendfilename",
+                                  "federation-policy", "persistence", "rename-command", "include",
+                                  "tcp-backlog", "dir", "activerehashing", "maxmemory-samples",
+                                  "unixsocketperm"])
 def test_not_settable_at_run_time(name):
     expected = b"Unsupported CONFIG parameter: " + name.encode()
     assert set_error(Config.defaults(), name.encode(), b"x") == expected
@@ -408,9 +416,9 @@ def test_not_settable_at_run_time(name):
 
 @pytest.mark.parametrize("name, value", [
     ("maxmemory", "-1"), ("maxmemory", "0"), ("maxmemory", ""), ("maxclients", "0"),
-    ("maxmemory-samples", "0"), ("timeout", "-1"), ("timeout", "1.5"), ("hz", "-1"),
+    ("timeout", "-1"), ("timeout", "1.5"), ("hz", "-1"),
     ("slowlog-log-slower-than", "-1"), ("slowlog-max-len", "-2"), ("cluster-node-timeout", "0"),
-    ("tcp-keepalive", "60"), ("appendonly", "1"), ("activerehashing", "on"),
+    ("tcp-keepalive", "60"), ("appendonly", "1"), ("no-appendfsync-on-rewrite", "on"),
     ("maxmemory-policy", "allkeys-lru"), ("appendfsync", "sometimes"),
     ("client-output-buffer-limit", "normal 1 2"), ("client-output-buffer-limit", "slave 1 2 3"),
     ("client-output-buffer-limit", "normal 1mb 2 3"), ("client-output-buffer-limit", "normal  1 2 3"),
@@ -428,7 +436,12 @@ def test_set_values():
     c.set(b"hz", b"1000")
     assert c["hz"] == 500
     c.set(b"tcp-keepalive", b"yes")              # the original takes yes/no here
-    assert c["tcp-keepalive"] == 1 and c.get_all(b"tcp-keepalive") == [(b"tcp-keepalive", b"yes")]
+    assert c["tcp-keepalive"] == 300 and c.get_all(b"tcp-keepalive") == [(b"tcp-keepalive", b"yes")]
+    c.set(b"tcp-keepalive", b"no")
+    assert c["tcp-keepalive"] == 0 and c.get_all(b"tcp-keepalive") == [(b"tcp-keepalive", b"no")]
+    c.apply_overrides({"tcp-keepalive": "60"})   # the file's interval, kept by "yes"
+    c.set(b"tcp-keepalive", b"yes")
+    assert c["tcp-keepalive"] == 60
     c.set(b"appendonly", b"yes")
     assert c["appendonly"] is True
     c.set(b"requirepass", b"secret")
@@ -446,28 +459,68 @@ def test_set_values():
     assert c["maxmemory-policy"] == "noeviction"
 
 
-def test_set_dir(tmp_path):
-    c = Config.defaults()
-    c.set(b"dir", str(tmp_path).encode())
-    assert c["dir"] == str(tmp_path)
-    assert c.get_all(b"dir") == [(b"dir", str(tmp_path).encode())]
-    assert set_error(c, b"dir", b"/no/such/dir") == b"Changing directory: No such file or directory"
-    (tmp_path / "f").write_text("")
-    assert set_error(c, b"dir", str(tmp_path / "f").encode()) == b"Changing directory: Not a directory"
-    assert c["dir"] == str(tmp_path)
-
-
-def test_listeners():
+def test_appliers():
+    """on_change: the one way a running node follows a change (see the
+    config module docstring)."""
     c = Config.defaults()
     seen = []
-    c.add_listener("slowlog-log-slower-than", seen.append)
-    c.add_listener("loglevel", lambda v: seen.append(("loglevel", v)))
+    c.on_change("slowlog-log-slower-than", seen.append)
+    forget = c.on_change("loglevel", lambda v: seen.append(("loglevel", v)))
+    assert seen == [10000, ("loglevel", "notice")]     # applied at once: start-up takes the same path
     c.set(b"SLOWLOG-LOG-SLOWER-THAN", b"5")
     c.set(b"maxclients", b"7")
     with pytest.raises(ConfigSetError):
         c.set(b"slowlog-log-slower-than", b"x")
     c.set(b"loglevel", b"Debug")
-    assert seen == [5, ("loglevel", "debug")]
+    assert seen == [10000, ("loglevel", "notice"), 5, ("loglevel", "debug")]
+    forget()
+    c.set(b"loglevel", b"notice")
+    assert seen[-1] == ("loglevel", "debug")
+    with pytest.raises(KeyError):
+        c.on_change("no-such-directive", seen.append)
+
+
+def test_an_applier_refuses_a_value():
+    c = Config.defaults()
+    taken = []
+    c.on_change("hz", taken.append)
+
+    def refuse_odd(hz):
+        if hz % 2:
+            raise ConfigSetError(b"hz must be even here")
+    c.on_change("hz", refuse_odd)
+    c.on_change("hz", taken.append)                    # after the refusing one: never sees 11
+    c.set(b"hz", b"20")
+    assert set_error(c, b"hz", b"11") == b"hz must be even here"
+    assert c["hz"] == 20 and c.get_all(b"hz") == [(b"hz", b"20")]
+    assert taken == [10, 10, 20, 20, 11, 20]           # the first one was given 20 back
+    c2 = Config.defaults()
+    c2.apply_overrides({"hz": "11"})
+    with pytest.raises(ConfigError, match="hz: hz must be even here"):
+        c2.on_change("hz", refuse_odd)                 # at start-up: start-up stops
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("daemonize", "yes", "unsupported value 'yes' for 'daemonize': twistd runs the node in the background "
+                         "unless given -n (only no is accepted)"),
+    ("databases", "4", "unsupported value '4' for 'databases': Disque has no databases (only 16 is accepted)"),
+    ("unixsocket", "/tmp/d.sock", "for 'unixsocket': this node listens on TCP only (only \"\" is accepted)"),
+    ("unixsocketperm", "700", "for 'unixsocketperm': this node listens on TCP only (only 0 is accepted)"),
+    ("pidfile", "/tmp/d.pid", "use twistd --pidfile <path>"),
+    ("maxmemory-samples", "10", "eviction does not sample"),
+    ("activerehashing", "no", "there is no rehashing to do (only yes is accepted)"),
+])
+def test_fixed_directives_accept_only_their_default(tmp_path, name, value, message):
+    spec = next(s for s in SPECS if s.name == name)
+    assert spec.fixed
+    assert message in file_error(tmp_path, "%s %s\n" % (name, value))
+    with pytest.raises(ConfigError) as info:
+        Config.defaults().apply_overrides({name: value})
+    assert str(info.value).startswith("command-line option '%s': unsupported value" % name)
+    assert set_error(Config.defaults(), name.encode(), value.encode()) == \
+        b"Unsupported CONFIG parameter: " + name.encode()
+    default = Config.defaults().get_all(name.encode())[0][1].decode()
+    assert load(tmp_path, '%s "%s"\n' % (name, default))[name] == spec.default
 
 
 # -- memory units --------------------------------------------------------
@@ -583,12 +636,12 @@ def test_rewrite_removes_unset_values_and_duplicates(tmp_path):
 
 def test_rewrite_quotes_strings(tmp_path):
     c = load(tmp_path, "")
-    c.apply_overrides({"pidfile": 'a "b"\n', "persistence": "aof:fsync=always"})
+    c.apply_overrides({"syslog-ident": 'a "b"\n', "persistence": "aof:fsync=always"})
     c.rewrite()
     text = (tmp_path / "disque.conf").read_text()
-    assert text == ('# Generated by CONFIG REWRITE\npidfile "a \\"b\\"\\n"\n'
-                    'persistence "aof:fsync=always"\n')
-    assert Config.from_file(str(tmp_path / "disque.conf"))["pidfile"] == 'a "b"\n'
+    assert text == ('# Generated by CONFIG REWRITE\npersistence "aof:fsync=always"\n'
+                    'syslog-ident "a \\"b\\"\\n"\n')
+    assert Config.from_file(str(tmp_path / "disque.conf"))["syslog-ident"] == 'a "b"\n'
 
 
 def test_rewrite_keeps_unparsable_lines_as_comments(tmp_path):
@@ -661,7 +714,7 @@ def _value_strategy(spec):
     return _TEXT
 
 
-REWRITABLE = [s for s in SPECS if s.rewrite]
+REWRITABLE = [s for s in SPECS if s.rewrite and not s.fixed]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

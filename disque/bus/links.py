@@ -18,17 +18,18 @@ retry at info level: with one dead peer that was a line a second).
 
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.internet.protocol import Factory
-from twisted.logger import Logger, globalLogPublisher
+from twisted.logger import Logger
 
+from ..logs import logger, node_log
 from .protocol import BusProtocol
 
-log = Logger(namespace="disque.bus")
+log = logger("disque.bus")
 
 
 def _without_retries(event):
     """ClientService's events, less its "Scheduling retry" lines."""
     if not str(event.get("log_format", "")).startswith("Scheduling retry"):
-        globalLogPublisher(event)
+        node_log(event)
 
 
 class _PeerService(ClientService):

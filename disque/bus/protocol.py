@@ -9,12 +9,12 @@ that speaks garbage is not a peer, and its link will reconnect clean.
 """
 
 from twisted.internet.protocol import Factory
-from twisted.logger import Logger
 from twisted.protocols.basic import Int32StringReceiver
 
+from ..logs import logger
 from . import wire
 
-log = Logger(namespace="disque.bus")
+log = logger("disque.bus")
 
 # A job body may be as large as a client bulk (512 MB) plus its record.
 MAX_FRAME = 512 * 1024 * 1024 + 64 * 1024

@@ -11,6 +11,7 @@ pipelined ADDJOBs replicate concurrently, replies stay in order).
 
 import time
 
+from ..config import ConfigError
 from ..core.errors import CommandError
 from ..resp import reply as R
 
@@ -81,6 +82,25 @@ def command(name: str, arity: int, flags: str, before_auth: bool = False):
     return register
 
 
+def renamed_table(renames) -> dict:
+    """The command table after ``rename-command <name> <new name>``
+    directives, applied in order as the original does: the command leaves
+    its name, and takes the new one unless that is "" (disabled).  Raises
+    ConfigError for an unknown command or a name already taken."""
+    table = dict(TABLE)
+    for old, new in renames:
+        key = old.lower().encode("utf-8", "surrogateescape")
+        cmd = table.pop(key, None)
+        if cmd is None:
+            raise ConfigError("rename-command %s %r: no such command %r" % (old, new, old))
+        if new:
+            new_key = new.lower().encode("utf-8", "surrogateescape")
+            if new_key in table:
+                raise ConfigError("rename-command %s %r: a command is already named %r" % (old, new, new))
+            table[new_key] = cmd
+    return table
+
+
 def render_error(e: CommandError) -> bytes:
     return b"-" + e.code + b" " + e.message + b"\r\n"
 
@@ -91,7 +111,7 @@ OOM = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"
 
 def dispatch(ctx, client, argv) -> bytes:
     """Run one command; return its encoded reply or BLOCKED."""
-    cmd = TABLE.get(argv[0].lower())
+    cmd = ctx.commands.get(argv[0].lower())
     if cmd is None:
         return b"-ERR unknown command '" + argv[0] + b"'\r\n"
     arity = cmd.arity
@@ -116,6 +136,9 @@ def dispatch(ctx, client, argv) -> bytes:
     ctx.stats.commands += 1
     if usec >= ctx.slowlog_threshold >= 0:
         ctx.slowlog.add(ctx.node.now // 1000, usec, argv, ctx.config["slowlog-max-len"])
+    if ctx.latency_threshold and usec // 1000 >= ctx.latency_threshold:
+        ctx.latency.add(b"fast-command" if b"fast" in cmd.flags else b"command", ctx.node.now // 1000,
+                        usec // 1000)
     return result
 
 

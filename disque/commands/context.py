@@ -97,24 +97,79 @@ class SlowLog:
             self.entries.pop()
 
 
+class LatencySeries:
+    """One event of the latency monitor: the latest samples, at most one a
+    second (the worst of that second), oldest first, and the all-time high."""
+
+    __slots__ = ("samples", "max")
+
+    LENGTH = 160  # samples kept, as the original
+
+    def __init__(self):
+        self.samples = deque(maxlen=self.LENGTH)  # [time_s, ms]
+        self.max = 0
+
+    def add(self, now_s: int, ms: int) -> None:
+        if self.samples and self.samples[-1][0] == now_s:
+            self.samples[-1][1] = max(self.samples[-1][1], ms)
+            return
+        self.samples.append([now_s, ms])
+        self.max = max(self.max, ms)
+
+
+class LatencyMonitor:
+    """LATENCY: commands that took at least ``latency-monitor-threshold``
+    ms (0: off), as the events ``command`` and ``fast-command`` (commands
+    flagged fast), by name."""
+
+    __slots__ = ("events",)
+
+    def __init__(self):
+        self.events = {}  # name (bytes) -> LatencySeries
+
+    def add(self, event: bytes, now_s: int, ms: int) -> None:
+        series = self.events.get(event)
+        if series is None:
+            series = self.events[event] = LatencySeries()
+        series.add(now_s, ms)
+
+    def reset(self, names=()) -> int:
+        """Forget the named events (any case), or all; return how many."""
+        wanted = {n.lower() for n in names}
+        gone = [e for e in self.events if not wanted or e.lower() in wanted]
+        for event in gone:
+            del self.events[event]
+        return len(gone)
+
+
 class Context:
-    """Everything a command handler may touch."""
+    """Everything a command handler may touch.  ``commands`` is the command
+    table after ``rename-command``; ``slowlog_threshold`` (us) and
+    ``latency_threshold`` (ms) follow their directives (read on every
+    command, so kept here rather than looked up)."""
 
     def __init__(self, node, config, host):
+        from . import renamed_table
+
         self.node = node
         self.config = config
         self.host = host
+        self.commands = renamed_table(config["rename-command"])
         self.clients = {}  # id -> ClientState
         self.stats = Stats()
         self.slowlog = SlowLog()
+        self.latency = LatencyMonitor()
         self.monitors = []
         self.next_client_id = 1
         self.start_ms = node.now
-        self.slowlog_threshold = config["slowlog-log-slower-than"]
-        config.add_listener("slowlog-log-slower-than", self._set_slowlog_threshold)
+        config.on_change("slowlog-log-slower-than", self._set_slowlog_threshold)
+        config.on_change("latency-monitor-threshold", self._set_latency_threshold)
 
-    def _set_slowlog_threshold(self, value):
-        self.slowlog_threshold = value
+    def _set_slowlog_threshold(self, usec):
+        self.slowlog_threshold = usec
+
+    def _set_latency_threshold(self, ms):
+        self.latency_threshold = ms
 
     def new_client(self, addr: bytes, conn, laddr: bytes = b"") -> ClientState:
         client = ClientState(self.next_client_id, addr, conn, self.node.now // 1000, laddr)

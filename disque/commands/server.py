@@ -190,17 +190,18 @@ E_SUBCOMMAND = b"-ERR Unknown subcommand or wrong number of arguments.\r\n"
 
 @command("command", 0, "readonly loading")
 def command_(ctx, client, argv):
-    if len(argv) == 1:
-        return b"*%d\r\n" % len(ORDER) + b"".join(command_entry(TABLE[n]) for n in ORDER)
+    if len(argv) == 1:  # a renamed command is listed by its own name, a disabled one not at all
+        present = {id(cmd) for cmd in ctx.commands.values()}
+        return R.array(command_entry(TABLE[n]) for n in ORDER if id(TABLE[n]) in present)
     sub = argv[1].lower()
     if sub == b"info":
         out = []
         for name in argv[2:]:
-            cmd = TABLE.get(name.lower())
+            cmd = ctx.commands.get(name.lower())
             out.append(command_entry(cmd) if cmd else R.NULL_BULK)
         return R.array(out)
     if sub == b"count" and len(argv) == 2:
-        return R.integer(len(ORDER))
+        return R.integer(len(ctx.commands))
     return E_SUBCOMMAND
 
 
@@ -419,18 +420,57 @@ LATENCY_DOCTOR = (b"I'm sorry, Dave, I can't do that. Latency monitoring is disa
                   b"at http://disque.io/topics/latency-monitor.\n")
 
 
+LATENCY_CALM = (b"Dave, no latency spike was observed during the lifetime of this Disque instance, not in "
+                b"the slightest bit. I honestly think you ought to sit down calmly, take a stress pill, and "
+                b"think things over.\n")
+LATENCY_SPIKES = (b"Dave, I have observed latency spikes in this Disque instance. You don't mind talking "
+                  b"about it, do you Dave?\n\n")
+LATENCY_ADVICE = {
+    b"command": b"- Some commands are slow: SLOWLOG GET shows which ones (long QPEEK, JSCAN or QSCAN "
+                b"ranges, large job bodies, many IDs per ACKJOB or DELJOB).",
+    b"fast-command": b"- Commands that should be quick took long: the node did not get the CPU (system "
+                     b"load, other processes) or a garbage collection paused it (see gc-freeze-interval).",
+}
+
+
 @command("latency", -2, "readonly admin loading")
 def latency(ctx, client, argv):
     sub = argv[1].lower()
+    events = ctx.latency.events
     if sub == b"latest" and len(argv) == 2:
-        return R.EMPTY_ARRAY
+        return R.array(b"*4\r\n" + R.bulk(name) + R.integer(s.samples[-1][0]) + R.integer(s.samples[-1][1])
+                       + R.integer(s.max) for name, s in events.items())
     if sub == b"history" and len(argv) == 3:
-        return R.EMPTY_ARRAY
+        series = events.get(argv[2])
+        samples = series.samples if series is not None else ()
+        return R.array(b"*2\r\n" + R.integer(t) + R.integer(ms) for t, ms in samples)
     if sub == b"reset":
-        return R.ZERO
+        return R.integer(ctx.latency.reset(argv[2:]))
     if sub == b"doctor" and len(argv) == 2:
-        return R.bulk(LATENCY_DOCTOR)
+        return R.bulk(latency_report(ctx))
     raise SYNTAX
+
+
+def latency_report(ctx) -> bytes:
+    """LATENCY DOCTOR: per event, the spikes seen and their statistics, then
+    what to look at."""
+    events = ctx.latency.events
+    if not events:
+        return LATENCY_CALM if ctx.latency_threshold else LATENCY_DOCTOR
+    now = ctx.node.now // 1000
+    out = [LATENCY_SPIKES]
+    for number, (name, series) in enumerate(events.items(), 1):
+        values = [ms for _, ms in series.samples]
+        average = sum(values) // len(values)
+        deviation = sum(abs(average - ms) for ms in values) // len(values)
+        period = max(now - series.samples[0][0], 1)
+        out.append(b"%d. %s: %d latency spikes (average %dms, mean deviation %dms, period %.2f sec). "
+                   b"Worst all time event %dms.\n" % (number, name, len(values), average, deviation,
+                                                      period / len(values), series.max))
+    advice = [LATENCY_ADVICE[name] for name in events if name in LATENCY_ADVICE]
+    if advice:
+        out.append(b"\nI have a few advices for you:\n\n" + b"\n".join(advice) + b"\n")
+    return b"".join(out)
 
 
 def _debug_error(sub):

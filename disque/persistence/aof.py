@@ -13,12 +13,15 @@ Writing: the core's ``Persist`` effects become records in a buffer that
 :meth:`flush` writes with one ``os.write`` at the end of each reactor batch
 (before replies leave, so an acknowledged ADDJOB is in the file).
 ``appendfsync always`` fsyncs there too; ``everysec`` fsyncs at most once a
-second in a thread, off the reactor; ``no`` leaves it to the kernel.
+second in a thread, off the reactor; ``no`` leaves it to the kernel.  With
+``no-appendfsync-on-rewrite yes`` neither fsyncs while a rewrite runs.
 
 Rewriting (BGREWRITEAOF, automatic rewrites) is incremental: a few thousand
 jobs per reactor turn go to a temporary file while new records go both to
 the live file and to a rewrite buffer, appended to the new file before it
-atomically replaces the old one.  No child process, no long pause.
+atomically replaces the old one.  No child process, no long pause.  With
+``aof-rewrite-incremental-fsync yes`` the new file is fsynced every
+``REWRITE_FSYNC_BYTES`` written, so the final fsync has little left to do.
 
 Loading reads the file in chunks, logs progress, repairs a truncated last
 record (``aof-load-truncated yes``) and refuses a file corrupt in the middle
@@ -29,17 +32,18 @@ import os
 import time
 
 from twisted.internet import threads
-from twisted.logger import Logger
 from zope.interface import implementer
 
 from ..core import job as J
 from ..interfaces import IPersistence, LoadError
+from ..logs import logger
 from ..resp.codec import ProtocolError, RequestParser
 
-log = Logger(namespace="disque.aof")
+log = logger("disque.aof")
 
 CHUNK = 1 << 20
 REWRITE_STEP = 5000  # jobs written per reactor turn while rewriting (aof:rewrite-step=...)
+REWRITE_FSYNC_BYTES = 32 * 1024 * 1024  # aof-rewrite-incremental-fsync: as the original
 MARKER = b"*1\r\n$18\r\nCONTROLLED-RESTART\r\n"
 
 
@@ -245,6 +249,8 @@ class AOFPersistence:
             self.last_write_status = "err"
             log.error("Error writing the AOF: {e}", e=e.strerror)
             return
+        if self.rewriting is not None and self.config["no-appendfsync-on-rewrite"]:
+            return
         policy = self.config["appendfsync"]
         if policy == "always":
             os.fsync(self.fd)
@@ -349,6 +355,7 @@ class Rewrite:
         self.index = 0
         self.started = time.time()
         self.max_step_ms = 0
+        self.unsynced = 0  # bytes written since the last incremental fsync
 
     def elapsed(self):
         return time.time() - self.started
@@ -363,7 +370,13 @@ class Rewrite:
                     budget -= 1
             self.index += 1
         if out:
-            self.f.write(b"".join(out))
+            data = b"".join(out)
+            self.f.write(data)
+            self.unsynced += len(data)
+            if self.unsynced >= REWRITE_FSYNC_BYTES and self.aof.config["aof-rewrite-incremental-fsync"]:
+                self.f.flush()
+                os.fsync(self.f.fileno())
+                self.unsynced = 0
         return self.index >= len(buckets)
 
     def step(self):

@@ -5,26 +5,62 @@ answers with a single ``transport.write``.  A command that blocks (GETJOB
 with no job) parks the connection: later pipelined requests wait, in order,
 until the node delivers the parked reply (``deliver``), as in Redis.
 
-The transport is registered as its own producer, so a client that stops
-reading its replies stops being read: its output cannot grow without bound.
+The protocol is the streaming producer of its transport: when the
+transport's buffer is full (the client does not read its replies) the
+connection stops being read, so requests cannot pile up replies.  Output
+that comes anyway (MONITOR lines, parked replies) is what
+``client-output-buffer-limit normal <hard> <soft> <seconds>`` bounds, as in
+the original: the bytes written while the transport is full are counted
+(Twisted's own 64 KB buffer comes before them, as the kernel's socket buffer
+comes before the original's reply list), and the client is dropped at once
+when they exceed the hard limit, or when they stay above the soft limit for
+more than the soft seconds.  0 disables a limit.
+
+Connection policies read their directive when they apply, so CONFIG SET
+takes effect for the next connection (``maxclients``, ``tcp-keepalive``) or
+the next write (``client-output-buffer-limit``): ``maxclients`` refuses a
+connection beyond the limit, ``tcp-keepalive N`` turns on TCP keepalives
+(first probe after N s idle, then every N/3 s, 3 probes: the original's
+settings), and :meth:`RespProtocol.idle` is what ``timeout`` asks
+(:mod:`disque.idle`).
 """
 
+import socket
 from collections import deque
 
+from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Factory, Protocol
+from zope.interface import implementer
 
 from ..commands import BLOCKED, ReplySlot, dispatch
 from ..commands.context import REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT
+from ..logs import logger
 from .codec import ProtocolError, RequestParser
+
+log = logger("disque.clients")
 
 MAX_CLIENTS_ERROR = b"-ERR max number of clients reached\r\n"
 
 
+def set_keepalive(transport, seconds: int) -> None:
+    """SO_KEEPALIVE, and where the system allows, the first probe after
+    ``seconds`` idle, then every seconds/3, giving up after 3."""
+    transport.setTcpKeepAlive(1)
+    sock = transport.getHandle()
+    for option, value in (("TCP_KEEPIDLE", seconds), ("TCP_KEEPINTVL", max(seconds // 3, 1)),
+                          ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+
+
+@implementer(IPushProducer)
 class RespProtocol(Protocol):
     client = None
     parked = False
     closing = False
     input_error = None  # a protocol error waiting for the parked pipeline ahead of it
+    backlog = None  # bytes written since the transport said it is full; None: it is not
+    over_soft_since = None  # node time (ms) the backlog went above the soft limit
 
     def __init__(self, runtime):
         self.runtime = runtime
@@ -45,19 +81,34 @@ class RespProtocol(Protocol):
             return
         if hasattr(self.transport, "setTcpNoDelay"):
             self.transport.setTcpNoDelay(True)  # as Redis: replies go out at once
+            keepalive = ctx.config["tcp-keepalive"]
+            if keepalive:
+                set_keepalive(self.transport, keepalive)
         peer = self.transport.getPeer()
         host = self.transport.getHost()
         addr = b"%s:%d" % (getattr(peer, "host", "?").encode(), getattr(peer, "port", 0))
         laddr = b"%s:%d" % (getattr(host, "host", "?").encode(), getattr(host, "port", 0))
         rt.set_time()
         self.client = ctx.new_client(addr, self, laddr)
-        try:
-            self.transport.registerProducer(self.transport, True)
-        except Exception:  # some test transports are not producers
-            pass
+        self.transport.registerProducer(self, True)
+
+    # IPushProducer: the transport's buffer is full / has drained.
+
+    def pauseProducing(self):
+        self.transport.pauseProducing()  # stop reading requests
+        self.backlog = 0
+
+    def resumeProducing(self):
+        self.backlog = self.over_soft_since = None
+        self.transport.resumeProducing()
+
+    def stopProducing(self):
+        pass  # the connection is gone: connectionLost cleans up
 
     def connectionLost(self, reason=None):
         self.closing = True
+        if getattr(self.transport, "producer", None) is self:
+            self.transport.unregisterProducer()  # leave no transport <-> protocol cycle behind
         if self.client is not None:
             self.runtime.ctx.drop_client(self.client)
             self.client = None
@@ -136,8 +187,28 @@ class RespProtocol(Protocol):
     # -- output ----------------------------------------------------------
 
     def _write(self, data):
-        self.runtime.ctx.stats.net_out += len(data)
+        rt = self.runtime
+        rt.ctx.stats.net_out += len(data)
+        self.client.atime = rt.node.now // 1000  # a reply is activity too (timeout, CLIENT LIST idle=)
         self.transport.write(data)
+        if self.backlog is not None:
+            self.backlog += len(data)
+            self._check_output_limits()
+
+    def _check_output_limits(self):
+        hard, soft, seconds = self.runtime.config["client-output-buffer-limit"]["normal"]
+        now = self.runtime.node.now
+        if soft and self.backlog > soft:
+            if self.over_soft_since is None:
+                self.over_soft_since = now
+        else:
+            self.over_soft_since = None
+        over_soft = self.over_soft_since is not None and now - self.over_soft_since > seconds * 1000
+        if (hard and self.backlog > hard) or over_soft:
+            log.warn("Client {addr} closed for overcoming of output buffer limits ({n} bytes waiting)",
+                     addr=self.client.addr.decode(), n=self.backlog)
+            self.closing = True
+            self.transport.abortConnection()  # what waits may never be read
 
     def _emit(self, out):
         """Write ``out`` (one batch of replies), or queue it behind a reply
@@ -198,6 +269,11 @@ class RespProtocol(Protocol):
     def close(self):
         self.closing = True
         self.transport.loseConnection()
+
+    def idle(self) -> bool:
+        """Whether this client waits for nothing from the node (for
+        ``timeout``): no parked command, no pending requests or replies."""
+        return not (self.parked or self.pending or self.slots is not None or self.closing)
 
 
 class RespFactory(Factory):

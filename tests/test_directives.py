@@ -1,0 +1,702 @@
+"""Every directive the config accepts does something: one test per
+directive, each showing a node behave differently with another value.
+
+``EFFECTS`` maps each directive to its test; a directive added to
+``disque.config.SPECS`` without an entry here fails
+``test_every_directive_has_an_effect_test``.  Fixed directives (not
+implemented, ``Spec.fixed``) have no effect to show: their test is that any
+other value is refused, at start-up and by CONFIG SET.
+
+Nodes are whole DisqueNodeService objects on a MemoryReactorClock (no
+sockets, no real time), with RespProtocol clients on string transports.
+"""
+
+import gc
+import os
+import socket
+import sys
+import time
+import types
+from contextlib import contextmanager
+
+import pytest
+from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.logger import globalLogPublisher
+
+from disque.config import SPECS, Config, ConfigError
+from disque.core import job as J
+from disque.core.node import NodeState
+from disque.persistence import aof as A
+from disque.persistence.aof import AOFError, AOFPersistence
+from disque.persistence.none import NoPersistence
+from disque.plugins import StrategyError
+from disque.resp.protocol import RespProtocol
+from disque.service import DisqueNodeService
+from disque.watchdog import BANNER
+
+T0 = 1_795_347_500.0
+NOAUTH = b"-NOAUTH Authentication required.\r\n"
+
+
+def cmd(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Conn:
+    def __init__(self, node, transport=None):
+        self.node = node
+        self.tr = transport or StringTransport()
+        self.proto = RespProtocol(node.service.runtime)
+        self.proto.makeConnection(self.tr)
+
+    def call(self, *args) -> bytes:
+        self.proto.dataReceived(cmd(*args))
+        return self.take()
+
+    def take(self) -> bytes:
+        data = self.tr.value()
+        self.tr.clear()
+        return data
+
+    @property
+    def closed(self):
+        return self.tr.disconnecting
+
+
+class Node:
+    """A started node service in memory."""
+
+    def __init__(self, workdir, directives, start=True):
+        os.makedirs(workdir, exist_ok=True)
+        self.dir = str(workdir)
+        self.config = Config.defaults()
+        self.config.apply_overrides({"dir": self.dir, **directives})
+        self.reactor = MemoryReactorClock()
+        self.reactor.advance(T0)
+        self.service = DisqueNodeService(self.config, reactor=self.reactor, on_shutdown=lambda: None)
+        if start:
+            self.service.startService()
+
+    @property
+    def rt(self):
+        return self.service.runtime
+
+    def connect(self, transport=None) -> Conn:
+        return Conn(self, transport)
+
+    def advance(self, seconds, step=0.05):
+        for _ in range(int(round(seconds / step))):
+            self.reactor.advance(step)
+
+
+@pytest.fixture
+def make(tmp_path):
+    """make(**directives) -> a started Node in its own directory; every node
+    is stopped at the end of the test."""
+    nodes = []
+
+    def factory(start=True, **directives):
+        node = Node(tmp_path / ("n%d" % len(nodes)), directives, start)
+        nodes.append(node)
+        return node
+
+    yield factory
+    for node in nodes:
+        if node.service.running:
+            node.service.stopService()
+
+
+@contextmanager
+def captured_log():
+    events = []
+    globalLogPublisher.addObserver(events.append)
+    try:
+        yield events
+    finally:
+        globalLogPublisher.removeObserver(events.append)
+
+
+def texts(events):
+    from twisted.logger import formatEvent
+
+    return [formatEvent(e) for e in events]
+
+
+EFFECTS = {}
+
+
+def effect(*names):
+    def register(fn):
+        for name in names:
+            EFFECTS[name] = fn
+        return fn
+    return register
+
+
+# -- clients, commands ---------------------------------------------------------
+
+@effect("requirepass")
+def _requirepass(make):
+    assert make().connect().call("PING") == b"+PONG\r\n"
+    c = make(requirepass="s3cret").connect()
+    assert c.call("PING") == NOAUTH
+    assert c.call("AUTH", "s3cret") == b"+OK\r\n" and c.call("PING") == b"+PONG\r\n"
+
+
+@effect("maxclients")
+def _maxclients(make):
+    node = make(maxclients="1")
+    node.connect()
+    second = node.connect()
+    assert second.take() == b"-ERR max number of clients reached\r\n" and second.closed
+    node = make()
+    node.connect()
+    assert node.connect().call("PING") == b"+PONG\r\n"
+
+
+@effect("timeout")
+def _timeout(make):
+    for value, closed in (("0", False), ("2", True)):
+        node = make(timeout=value)
+        idle, busy, parked = node.connect(), node.connect(), node.connect()
+        parked.proto.dataReceived(cmd("GETJOB", "FROM", "nothing"))  # waits: never idle
+        for _ in range(8):  # 4 s: idle for more than 2 s at a once-a-second check
+            node.advance(0.5)
+            busy.call("PING")
+        assert idle.closed is closed
+        assert not busy.closed and not parked.closed
+
+
+@effect("tcp-keepalive")
+def _tcp_keepalive(make):
+    class SocketTransport(StringTransport):
+        """A string transport over a real (unconnected) socket, which is
+        where the keepalive options go."""
+
+        def __init__(self):
+            super().__init__()
+            self.sock = socket.socket()
+
+        def setTcpNoDelay(self, enabled):
+            pass
+
+        def setTcpKeepAlive(self, enabled):
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, enabled)
+
+        def getHandle(self):
+            return self.sock
+
+    for value, expected in (("0", 0), ("60", 1)):
+        tr = SocketTransport()
+        make(**{"tcp-keepalive": value}).connect(tr)
+        assert bool(tr.sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)) == bool(expected)
+        if expected and hasattr(socket, "TCP_KEEPIDLE"):
+            assert tr.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 60
+            assert tr.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == 20
+        tr.sock.close()
+
+
+@effect("client-output-buffer-limit")
+def _client_output_buffer_limit(make):
+    for value, closed in (("normal 0 0 0", False), ("normal 200 0 0", True)):
+        node = make(**{"client-output-buffer-limit": value})
+        monitor, other = node.connect(), node.connect()
+        monitor.call("MONITOR")
+        monitor.proto.pauseProducing()  # its transport is full: it does not read
+        for _ in range(10):
+            other.call("PING")  # a MONITOR line each
+        assert monitor.closed is closed
+        assert monitor.tr.disconnected is closed  # aborted, not flushed: it would never drain
+
+
+@effect("rename-command")
+def _rename_command(make):
+    assert make().connect().call("CONFIG", "GET", "hz") == b"*2\r\n$2\r\nhz\r\n$2\r\n10\r\n"
+    c = make(**{"rename-command": "CONFIG cfg"}).connect()
+    assert c.call("CONFIG", "GET", "hz") == b"-ERR unknown command 'CONFIG'\r\n"
+    assert c.call("cfg", "GET", "hz") == b"*2\r\n$2\r\nhz\r\n$2\r\n10\r\n"
+
+
+@effect("slowlog-log-slower-than")
+def _slowlog_threshold(make):
+    for value, logged in (("10000", 0), ("0", 3)):
+        c = make(**{"slowlog-log-slower-than": value}).connect()
+        for _ in range(3):
+            c.call("PING")
+        assert c.call("SLOWLOG", "LEN") == b":%d\r\n" % logged
+
+
+@effect("slowlog-max-len")
+def _slowlog_max_len(make):
+    for value, kept in (("128", 3), ("1", 1)):
+        c = make(**{"slowlog-log-slower-than": "0", "slowlog-max-len": value}).connect()
+        for _ in range(3):
+            c.call("PING")
+        assert c.call("SLOWLOG", "LEN") == b":%d\r\n" % kept
+
+
+@effect("latency-monitor-threshold")
+def _latency_monitor_threshold(make):
+    c = make().connect()
+    c.call("DEBUG", "SLEEP", "0.005")
+    assert c.call("LATENCY", "LATEST") == b"*0\r\n"
+    c = make(**{"latency-monitor-threshold": "1"}).connect()
+    c.call("DEBUG", "SLEEP", "0.005")
+    assert c.call("LATENCY", "LATEST").startswith(b"*1\r\n*4\r\n$7\r\ncommand\r\n")
+
+
+# -- memory ----------------------------------------------------------------------
+
+@effect("maxmemory")
+def _maxmemory(make):
+    c = make().connect()
+    assert c.call("ADDJOB", "q", "x", "0").startswith(b"+D-")
+    assert c.call("ADDJOB", "q", "x", "0").startswith(b"+D-")
+    c = make(maxmemory="1").connect()
+    assert c.call("ADDJOB", "q", "x", "0").startswith(b"+D-")  # then the node is full
+    assert c.call("ADDJOB", "q", "x", "0").startswith(b"-OOM ")
+
+
+@effect("maxmemory-policy")
+def _maxmemory_policy(make):
+    for policy, left in (("acks", 0), ("noeviction", 1)):
+        node = make(**{"maxmemory-policy": policy})
+        c = node.connect()
+        c.call("ADDJOB", "q", "x", "0", "RETRY", "0")
+        c.call("GETJOB", "FROM", "q")  # delivered, never to be again: evictable
+        c.call("CONFIG", "SET", "maxmemory", "1")
+        node.advance(0.2)
+        assert len(node.rt.node.jobs) == left
+
+
+# -- timers and the cluster ------------------------------------------------------
+
+def _ticks_in_one_second(node):
+    count = 0
+    original = node.rt.tick
+
+    def counting():
+        nonlocal count
+        count += 1
+        original()
+
+    node.rt.tick = counting
+    node.advance(1.0, step=0.01)
+    node.rt.tick = original
+    return count
+
+
+@effect("hz")
+def _hz(make):
+    assert 9 <= _ticks_in_one_second(make()) <= 11
+    node = make(hz="50")
+    assert 48 <= _ticks_in_one_second(node) <= 52
+    node.connect().call("CONFIG", "SET", "hz", "20")
+    assert 19 <= _ticks_in_one_second(node) <= 21
+
+
+@effect("cluster-node-timeout")
+def _cluster_node_timeout(make):
+    assert make().rt.node.cluster.node_timeout == 15000
+    node = make(**{"cluster-node-timeout": "500"})
+    assert node.rt.node.cluster.node_timeout == 500
+    node.connect().call("CONFIG", "SET", "cluster-node-timeout", "700")
+    assert node.rt.node.cluster.node_timeout == 700
+
+
+@effect("dedup-window")
+def _dedup_window(make):
+    assert make().rt.node.jobs.dedup.window == 600_000
+    node = make(**{"dedup-window": "5"})
+    assert node.rt.node.jobs.dedup.window == 5_000
+    node.connect().call("CONFIG", "SET", "dedup-window", "7")
+    assert node.rt.node.jobs.dedup.window == 7_000
+
+
+@effect("watchdog-period")
+def _watchdog_period(make):
+    for value, fired in (("0", False), ("20", True)):
+        node = make(**{"watchdog-period": value, "hz": "100"})
+        with captured_log() as events:
+            time.sleep(0.15)  # the reactor does not turn: a stall
+        # the banner, then the stack of what held the loop: this very function
+        assert any(BANNER in t and "in _watchdog_period" in t for t in texts(events)) is fired
+        node.service.stopService()
+
+
+@effect("gc-freeze-interval")
+def _gc_freeze_interval(make):
+    gc.unfreeze()
+    try:
+        make(**{"gc-freeze-interval": "0"})
+        assert gc.get_freeze_count() == 0
+        make()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
+@effect("federation-policy")
+def _federation_policy(make):
+    from disque.federation.default import DefaultPolicy
+
+    assert isinstance(make().rt.node.federation.policy, DefaultPolicy)
+    with pytest.raises(StrategyError):
+        make(**{"federation-policy": "nosuch"})
+
+
+# -- listening -------------------------------------------------------------------
+
+@effect("port", "bind", "tcp-backlog")
+def _listeners(make):
+    node = make()
+    assert sorted((p[0], p[2], p[3]) for p in node.reactor.tcpServers) == [
+        (7711, 511, "127.0.0.1"), (17711, 511, "127.0.0.1")]
+    node = make(port="7800", bind="127.0.0.2", **{"tcp-backlog": "64"})
+    assert sorted((p[0], p[2], p[3]) for p in node.reactor.tcpServers) == [
+        (7800, 64, "127.0.0.2"), (17800, 64, "127.0.0.2")]
+
+
+@effect("listen", "cluster-listen")
+def _endpoint_listeners(make):
+    node = make(listen="tcp:7900:interface=127.0.0.3", **{"cluster-listen": "tcp:17950:interface=127.0.0.4"})
+    assert sorted((p[0], p[3]) for p in node.reactor.tcpServers) == [(7900, "127.0.0.3"), (17950, "127.0.0.4")]
+
+
+@effect("cluster-connect")
+def _cluster_connect(make):
+    def link_timeout(**directives):
+        node = make(**directives)
+        node.connect().call("CLUSTER", "MEET", "127.0.0.9", "7712")
+        node.advance(0.2)
+        return [c[3] for c in node.reactor.tcpClients if c[:2] == ("127.0.0.9", 17712)]
+
+    assert link_timeout() == [5]
+    assert link_timeout(**{"cluster-connect": "tcp:timeout=9"}) == [9]
+
+
+# -- files -----------------------------------------------------------------------
+
+@effect("dir", "cluster-config-file")
+def _node_file(make):
+    node = make()
+    assert os.path.exists(os.path.join(node.dir, "nodes.conf"))
+    node = make(**{"cluster-config-file": "me.conf"})
+    assert os.path.exists(os.path.join(node.dir, "me.conf"))
+    assert not os.path.exists(os.path.join(node.dir, "nodes.conf"))
+
+
+@effect("persistence")
+def _persistence(make):
+    assert isinstance(make().service.persistence, AOFPersistence)
+    assert isinstance(make(persistence="none").service.persistence, NoPersistence)
+
+
+@effect("appendonly", "appendfilename")
+def _appendonly(make):
+    node = make()
+    node.connect().call("ADDJOB", "q", "x", "0")
+    assert not os.path.exists(os.path.join(node.dir, "disque.aof"))
+    node = make(appendonly="yes", appendfilename="jobs.aof", appendfsync="no")
+    job_id = node.connect().call("ADDJOB", "q", "x", "0")[1:-2]
+    with open(os.path.join(node.dir, "jobs.aof"), "rb") as f:
+        assert job_id in f.read()
+
+
+@contextmanager
+def counted_fsyncs(monkeypatch):
+    calls = []
+    real = os.fsync
+
+    def counting(fd):
+        calls.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(A.os, "fsync", counting)
+    yield calls
+
+
+@effect("appendfsync")
+def _appendfsync(make, monkeypatch):
+    for policy, synced in (("no", False), ("always", True)):
+        node = make(appendonly="yes", appendfsync=policy)
+        c = node.connect()
+        with counted_fsyncs(monkeypatch) as calls:
+            c.call("ADDJOB", "q", "x", "0")
+        assert (node.service.persistence.fd in calls) is synced
+
+
+@effect("no-appendfsync-on-rewrite")
+def _no_appendfsync_on_rewrite(make, monkeypatch):
+    for value, synced in (("no", True), ("yes", False)):
+        # rewrite-step=1: a rewrite takes several reactor turns
+        node = make(appendonly="yes", appendfsync="always", persistence="aof:rewrite-step=1",
+                    **{"no-appendfsync-on-rewrite": value})
+        c = node.connect()
+        for _ in range(3):
+            c.call("ADDJOB", "q", "x", "0")
+        c.call("BGREWRITEAOF")
+        assert node.service.persistence.rewriting is not None
+        with counted_fsyncs(monkeypatch) as calls:
+            c.call("ADDJOB", "q", "during", "0")
+        assert (node.service.persistence.fd in calls) is synced
+
+
+@effect("aof-rewrite-incremental-fsync")
+def _aof_rewrite_incremental_fsync(make, monkeypatch):
+    monkeypatch.setattr(A, "REWRITE_FSYNC_BYTES", 1)
+    for value, expected in (("no", 1), ("yes", 4)):  # the final fsync; one per step besides
+        node = make(appendonly="yes", appendfsync="no", persistence="aof:rewrite-step=1",
+                    **{"aof-rewrite-incremental-fsync": value})
+        c = node.connect()
+        for _ in range(3):
+            c.call("ADDJOB", "q", "x", "0")
+        with counted_fsyncs(monkeypatch) as calls:
+            c.call("BGREWRITEAOF")
+            node.advance(0.5)
+        assert node.service.persistence.rewriting is None
+        assert len(calls) == expected
+
+
+@effect("auto-aof-rewrite-percentage", "auto-aof-rewrite-min-size")
+def _auto_aof_rewrite(make):
+    def rewrites(**directives):
+        node = make(appendonly="yes", appendfsync="no", **directives)
+        c = node.connect()
+        for _ in range(3):
+            c.call("ADDJOB", "q", "x", "0")
+        with captured_log() as events:
+            node.advance(0.2)
+        return any("automatic AOF rewrite" in t for t in texts(events))
+
+    assert not rewrites()  # 64mb by default: far away
+    assert rewrites(**{"auto-aof-rewrite-min-size": "1"})
+    assert not rewrites(**{"auto-aof-rewrite-min-size": "1", "auto-aof-rewrite-percentage": "0"})
+
+
+def _write_aof(directory, tail=b""):
+    os.makedirs(directory, exist_ok=True)
+    node = NodeState(b"a" * 40, now=int(T0 * 1000))  # alive when the node starts
+    job = node.addjob.add(b"q", b"body", 1, 0, 30, 3600, 0, False)
+    job.state = J.QUEUED
+    with open(os.path.join(directory, "disque.aof"), "wb") as f:
+        f.write(A.record_bytes((b"LOADJOB", job)) + tail)
+
+
+@effect("aof-load-truncated")
+def _aof_load_truncated(make, tmp_path):
+    _write_aof(tmp_path / "n0", tail=b"*2\r\n$6\r\nDELJOB")
+    assert len(make(appendonly="yes").rt.node.jobs) == 1
+    _write_aof(tmp_path / "n1", tail=b"*2\r\n$6\r\nDELJOB")
+    with pytest.raises(AOFError, match="truncated"):
+        make(appendonly="yes", **{"aof-load-truncated": "no"})
+
+
+@effect("aof-enqueue-jobs-once")
+def _aof_enqueue_jobs_once(make, tmp_path):
+    _write_aof(tmp_path / "n0")
+    assert make(appendonly="yes").connect().call("QLEN", "q") == b":0\r\n"
+    _write_aof(tmp_path / "n1")
+    node = make(appendonly="yes", **{"aof-enqueue-jobs-once": "yes"})
+    assert node.connect().call("QLEN", "q") == b":1\r\n"
+    assert node.config["aof-enqueue-jobs-once"] is False  # once
+
+
+# -- the log ---------------------------------------------------------------------
+
+READY = "ready to accept connections"
+
+
+@effect("loglevel")
+def _loglevel(make):
+    for level, seen in (("notice", True), ("warning", False)):
+        with captured_log() as events:
+            node = make(loglevel=level)
+        assert any(READY in t for t in texts(events)) is seen
+        node.service.stopService()
+
+
+@effect("logfile")
+def _logfile(make, tmp_path):
+    path = str(tmp_path / "node.log")
+    with captured_log() as events:
+        node = make(logfile=path)
+    assert READY not in "".join(texts(events))
+    with open(path) as f:
+        assert READY in f.read()
+    node.service.stopService()
+    with captured_log() as events:
+        make()
+    assert any(READY in t for t in texts(events))
+
+
+class FakeSyslog(types.ModuleType):
+    LOG_PID, LOG_NDELAY, LOG_USER, LOG_LOCAL0, LOG_LOCAL3 = 1, 8, 8, 128, 152
+    LOG_DEBUG, LOG_NOTICE, LOG_WARNING, LOG_ERR, LOG_CRIT = 7, 5, 4, 3, 2
+
+    def __init__(self):
+        super().__init__("syslog")
+        self.opened = None
+        self.lines = []
+
+    def openlog(self, ident, option, facility):
+        self.opened = (ident, option, facility)
+
+    def syslog(self, priority, text):
+        self.lines.append((priority, text))
+
+
+@effect("syslog-enabled", "syslog-ident", "syslog-facility")
+def _syslog(make, monkeypatch):
+    fake = FakeSyslog()
+    monkeypatch.setitem(sys.modules, "syslog", fake)
+    make().service.stopService()
+    assert fake.opened is None and fake.lines == []
+    make(**{"syslog-enabled": "yes", "syslog-ident": "dq", "syslog-facility": "local3"})
+    assert fake.opened == ("dq", 9, 152)
+    assert any(priority == 5 and READY in text for priority, text in fake.lines)
+
+
+# -- the table ---------------------------------------------------------------------
+
+def test_every_directive_has_an_effect_test():
+    """A new directive needs a test here showing what it does, or
+    ``fixed`` (refused unless default) in disque.config."""
+    assert set(EFFECTS) == {s.name for s in SPECS if not s.fixed}
+
+
+@pytest.mark.parametrize("name", sorted(EFFECTS))
+def test_directive_changes_behaviour(name, make, tmp_path, monkeypatch):
+    fn = EFFECTS[name]
+    args = {"make": make, "tmp_path": tmp_path, "monkeypatch": monkeypatch}
+    fn(**{k: v for k, v in args.items() if k in fn.__code__.co_varnames[:fn.__code__.co_argcount]})
+
+
+@pytest.mark.parametrize("name", sorted(s.name for s in SPECS if s.fixed))
+def test_fixed_directive_refuses_other_values(name):
+    spec = next(s for s in SPECS if s.name == name)
+    other = {"str": "/tmp/x", "int": "3", "bool": "no" if spec.default else "yes", "octal": "700"}[spec.kind]
+    with pytest.raises(ConfigError, match="unsupported value"):
+        Config.defaults().apply_overrides({name: other})
+    config = Config.defaults()
+    with pytest.raises(Exception) as info:
+        config.set(name.encode(), other.encode())
+    assert info.value.args[0] == b"Unsupported CONFIG parameter: " + name.encode()
+
+
+# -- details of some effects ---------------------------------------------------------
+
+def test_soft_output_limit_allows_a_burst_shorter_than_its_seconds(make):
+    node = make(**{"client-output-buffer-limit": "normal 0 100 2"})
+    monitor, other = node.connect(), node.connect()
+    monitor.call("MONITOR")
+    monitor.proto.pauseProducing()
+    for _ in range(5):
+        other.call("PING")                     # above 100 bytes from now on
+    node.advance(1.5)
+    other.call("PING")
+    assert not monitor.closed                  # 1.5 s over the soft limit: tolerated
+    monitor.proto.resumeProducing()            # it caught up: the count starts again
+    monitor.proto.pauseProducing()
+    node.advance(2.5)
+    other.call("PING")
+    assert not monitor.closed
+    for _ in range(5):
+        other.call("PING")
+    node.advance(2.5)
+    other.call("PING")
+    assert monitor.closed                      # over it for more than 2 s
+
+
+def test_monitors_and_waiting_clients_never_time_out(make):
+    node = make(timeout="1")
+    monitor, blocked = node.connect(), node.connect()
+    monitor.call("MONITOR")
+    blocked.proto.dataReceived(cmd("GETJOB", "TIMEOUT", "4000", "FROM", "q"))
+    node.advance(3.5)
+    assert not monitor.closed and not blocked.closed
+    node.advance(1.0)                          # GETJOB timed out: a reply, which is activity
+    assert blocked.take() == b"*-1\r\n" and not blocked.closed
+    node.advance(2.5)
+    assert blocked.closed and not monitor.closed
+
+
+def test_config_set_timeout_starts_and_stops_the_check(make):
+    node = make()
+    c, idle = node.connect(), node.connect()
+    c.call("CONFIG", "SET", "timeout", "1")
+    for _ in range(5):
+        node.advance(0.5)
+        c.call("PING")
+    assert idle.closed and not c.closed
+    c2 = node.connect()
+    c.call("CONFIG", "SET", "timeout", "0")
+    node.advance(5)
+    assert not c2.closed
+
+
+def test_latency_monitor_history_reset_doctor(make):
+    node = make(**{"latency-monitor-threshold": "1"})
+    c = node.connect()
+    assert b"no latency spike was observed" in c.call("LATENCY", "DOCTOR")
+    c.call("DEBUG", "SLEEP", "0.003")
+    node.advance(1.5)
+    c.call("DEBUG", "SLEEP", "0.002")
+    history = c.call("LATENCY", "HISTORY", "command")
+    assert history.startswith(b"*2\r\n*2\r\n:%d\r\n" % int(T0))   # two seconds, two samples
+    assert c.call("LATENCY", "HISTORY", "nothing") == b"*0\r\n"
+    assert c.call("PING") and c.call("LATENCY", "LATEST").count(b"command") == 1  # PING is fast, not slow
+    doctor = c.call("LATENCY", "DOCTOR")
+    assert b"1. command: 2 latency spikes" in doctor and b"SLOWLOG GET" in doctor
+    assert c.call("LATENCY", "RESET", "nothing") == b":0\r\n"
+    assert c.call("LATENCY", "RESET", "COMMAND") == b":1\r\n"
+    assert c.call("LATENCY", "LATEST") == b"*0\r\n"
+    c.call("CONFIG", "SET", "latency-monitor-threshold", "0")
+    c.call("DEBUG", "SLEEP", "0.003")
+    assert c.call("LATENCY", "LATEST") == b"*0\r\n"
+    assert b"Latency monitoring is disabled" in c.call("LATENCY", "DOCTOR")
+
+
+def test_rename_command_disables_and_lists(make):
+    c = make(**{"rename-command": 'DEBUG ""'}).connect()
+    assert c.call("DEBUG", "JOBS") == b"-ERR unknown command 'DEBUG'\r\n"
+    assert c.call("COMMAND", "COUNT") == b":31\r\n"
+    assert b"$5\r\ndebug\r\n" not in c.call("COMMAND")
+    assert c.call("COMMAND", "INFO", "debug") == b"*1\r\n$-1\r\n"
+
+
+@pytest.mark.parametrize("rename, message", [
+    ("NOSUCH x", "rename-command NOSUCH 'x': no such command 'NOSUCH'"),
+    ("DEBUG ping", "rename-command DEBUG 'ping': a command is already named 'ping'"),
+])
+def test_bad_rename_command_stops_start_up(tmp_path, rename, message):
+    from disque.tap import Options, makeService
+
+    options = Options()
+    options.parseOptions(["--dir", str(tmp_path), "--set", "rename-command=" + rename])
+    with pytest.raises(SystemExit) as info:
+        makeService(options)
+    assert str(info.value) == "disque: " + message
+
+
+def test_appendonly_needs_a_persistence_that_keeps_a_file(make):
+    with pytest.raises(ConfigError, match="appendonly: Unable to turn on AOF: this node keeps no file"):
+        make(persistence="none", appendonly="yes")
+    c = make(persistence="none").connect()
+    assert c.call("CONFIG", "SET", "appendonly", "yes") == \
+        b"-ERR Unable to turn on AOF: this node keeps no file (persistence none)\r\n"
+    assert c.call("CONFIG", "GET", "appendonly") == b"*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n"
+
+
+def test_watchdog_period_is_at_least_two_ticks(make):
+    from disque.watchdog import Watchdog
+
+    node = make(**{"watchdog-period": "1"})
+    watchdog = next(s for s in node.service if isinstance(s, Watchdog))
+    assert watchdog.period_ms == 200                   # hz 10: 2 ticks
+    node.connect().call("CONFIG", "SET", "watchdog-period", "0")
+    assert watchdog.period_ms == 0
