@@ -26,6 +26,7 @@ from twisted.application.service import MultiService
 from zope.interface import implementer
 
 from . import DISQUE_VERSION
+from .commands import load as load_commands
 from .commands.context import Context
 from .bus import wire
 from .bus.links import BUS_PORT_OFFSET, Links
@@ -81,6 +82,7 @@ class NodeRuntime:
         now = int(reactor.seconds() * 1000)
         self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
         self._follow_config()
+        self.dispatch = load_commands()  # the RESP protocol runs commands through it
         self.ctx = Context(self.node, config, self)
         self.start_time = reactor.seconds()
         self.run_id = os.urandom(20).hex()

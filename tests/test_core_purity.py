@@ -13,10 +13,9 @@ FORBIDDEN_CALLS = {"open", "print", "input"}
 PACKAGE = "disque.core"
 
 
-def violations(root: pathlib.Path, package: str = PACKAGE) -> list:
-    """Every impure import or call in the modules below ``root`` (the
-    directory of ``package``), as readable strings."""
-    found = []
+def imports(root: pathlib.Path, package: str):
+    """(module, imported name) for every import in the modules below
+    ``root`` (the directory of ``package``), relative imports resolved."""
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).with_suffix("")
         parts = package.split(".") + [p for p in rel.parts if p != "__init__"]
@@ -24,21 +23,34 @@ def violations(root: pathlib.Path, package: str = PACKAGE) -> list:
         here = parts if path.name == "__init__.py" else parts[:-1]
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
-            names = []
             if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
+                for a in node.names:
+                    yield rel, a.name
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = here[:len(here) - (node.level - 1)] if node.level > 1 else here
-                    names = [".".join(base + ([node.module] if node.module else []))]
+                    if node.module:
+                        yield rel, ".".join(base + [node.module])
+                    else:  # from .. import x: the module x of that package
+                        for a in node.names:
+                            yield rel, ".".join(base + [a.name])
                 else:
-                    names = [node.module]
-            for name in names:
-                top = name.split(".")[0]
-                if top in FORBIDDEN_MODULES:
-                    found.append("%s imports %s" % (rel, name))
-                elif top == package.split(".")[0] and not (name + ".").startswith(package + "."):
-                    found.append("%s imports %s, outside %s" % (rel, name, package))
+                    yield rel, node.module
+
+
+def violations(root: pathlib.Path, package: str = PACKAGE) -> list:
+    """Every impure import or call in the modules below ``root`` (the
+    directory of ``package``), as readable strings."""
+    found = []
+    for rel, name in imports(root, package):
+        top = name.split(".")[0]
+        if top in FORBIDDEN_MODULES:
+            found.append("%s imports %s" % (rel, name))
+        elif top == package.split(".")[0] and not (name + ".").startswith(package + "."):
+            found.append("%s imports %s, outside %s" % (rel, name, package))
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).with_suffix("")
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
                 found.append("%s calls %s()" % (rel, node.func.id))
     return found
@@ -66,3 +78,29 @@ def test_the_check_can_fail(tmp_path):
         "sub/deep imports time",
         "sub/deep calls open()",
     ]
+
+
+def test_the_resp_adapter_does_not_import_the_command_layer():
+    """Commands use the adapter's reply vocabulary; the protocol calls the
+    dispatcher the service hands it: imports go one way."""
+    import disque.commands
+    import disque.resp
+
+    resp = pathlib.Path(disque.resp.__file__).parent
+    upward = [(str(rel), name) for rel, name in imports(resp, "disque.resp")
+              if name.startswith(("disque.commands", "disque.service"))]
+    assert upward == []
+    commands = pathlib.Path(disque.commands.__file__).parent
+    assert [(str(rel), name) for rel, name in imports(commands, "disque.commands")
+            if name.startswith(("disque.service", "disque.resp.protocol"))] == []
+    # and the check sees an upward import when there is one
+    assert [(str(r), n) for r, n in _planted_upward_import()] == [("x", "disque.commands")]
+
+
+def _planted_upward_import():
+    import tempfile
+
+    root = pathlib.Path(tempfile.mkdtemp()) / "resp"
+    root.mkdir()
+    (root / "x.py").write_text("from .. import commands\n")
+    return list(imports(root, "disque.resp"))

@@ -1,12 +1,17 @@
 """The command table and dispatcher.
 
 One table maps lower-case command names to :class:`Command` records (arity
-with the Redis convention, flags as shown by COMMAND, handler).  Handlers
-return the encoded reply; :data:`BLOCKED` when the client is parked (the
-node later delivers its reply as a ``Reply`` effect, and later pipelined
-requests wait); or a :class:`ReplySlot`, a reply that will come later but
-does not hold up the requests behind it (ADDJOB waiting for its copies:
-pipelined ADDJOBs replicate concurrently, replies stay in order).
+with the Redis convention, flags as shown by COMMAND, handler), filled by
+the handler modules (``jobs``, ``queues``, ``server``) when :func:`load`
+imports them.  Handlers return the reply encoded with the RESP adapter's
+encoders (:mod:`disque.resp.reply`, so replies are byte for byte the
+original's), :data:`~disque.resp.reply.BLOCKED` when the client is parked,
+or a :class:`~disque.resp.reply.ReplySlot` for a reply that comes later
+without holding up the pipeline.
+
+Imports go one way: commands use the adapter's reply vocabulary and the
+core; the RESP protocol never imports this package, it calls the
+``dispatch`` the service hands it (``NodeRuntime.dispatch``).
 """
 
 import time
@@ -15,30 +20,6 @@ from ..config import ConfigError
 from ..core.errors import CommandError
 from ..resp import reply as R
 
-BLOCKED = object()
-
-
-class ReplySlot:
-    """A reply to come, in its place in the connection's output order.
-
-    The core fills it through a ``Reply(slot, payload)`` effect: the
-    adapter calls ``slot.conn.deliver(payload)``, so the slot is its own
-    ``conn``."""
-
-    __slots__ = ("proto", "payload")
-
-    def __init__(self, proto):
-        self.proto = proto
-        self.payload = None
-
-    @property
-    def conn(self):
-        return self
-
-    def deliver(self, payload):
-        if self.payload is None:
-            self.payload = payload
-            self.proto.slot_filled()
 
 
 class Command:
@@ -169,9 +150,10 @@ def _repr(arg: bytes) -> bytes:
     return b"".join(out)
 
 
-def load_all() -> None:
-    """Import the handler modules (they register themselves)."""
+def load():
+    """Import the handler modules (each registers its commands in
+    ``TABLE``) and return :func:`dispatch`.  The service calls it when it
+    builds a node; importing this package alone registers nothing."""
     from . import jobs, queues, server  # noqa: F401
 
-
-load_all()
+    return dispatch

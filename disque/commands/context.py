@@ -9,10 +9,7 @@ tests build a real one on a ``task.Clock``).
 
 from collections import deque
 
-REPLY_ON = 0
-REPLY_OFF = 1
-REPLY_SKIP = 2  # skip the reply of this command, then back to ON
-REPLY_SKIP_NEXT = 3  # set by CLIENT REPLY SKIP: skip the *next* command
+from ..resp.reply import REPLY_OFF, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT  # noqa: F401
 
 
 class ClientState:

@@ -6,7 +6,8 @@ from ..core import job as J
 from ..core.dedup import MAX_KEY_LEN
 from ..core.errors import CommandError
 from ..resp import reply as R
-from . import ReplySlot, command
+from ..resp.reply import ReplySlot
+from . import command
 from .args import parse_cursor, parse_int_or_error, parse_ll, parse_timeout, validate_ids
 
 SYNTAX = CommandError(b"ERR", b"syntax error")

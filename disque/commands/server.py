@@ -381,7 +381,7 @@ def shutdown(ctx, client, argv):
     error = ctx.host.shutdown(mode.decode())
     if error:
         return R.err(error)
-    from . import BLOCKED
+    from ..resp.reply import BLOCKED
 
     return BLOCKED  # the connection closes with the process
 

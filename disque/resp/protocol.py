@@ -32,10 +32,9 @@ from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Factory, Protocol
 from zope.interface import implementer
 
-from ..commands import BLOCKED, ReplySlot, dispatch
-from ..commands.context import REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT
 from ..logs import logger
 from .codec import ProtocolError, RequestParser
+from .reply import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
 
 log = logger("disque.clients")
 
@@ -157,6 +156,7 @@ class RespProtocol(Protocol):
         ctx = rt.ctx
         node = ctx.node
         client = self.client
+        dispatch = rt.dispatch
         it = iter(commands)
         for argv in it:
             if rt.paused_until and rt.clients_paused():
