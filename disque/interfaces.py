@@ -163,7 +163,8 @@ class INodeHost(Interface):
         """CLIENT PAUSE: stop serving clients for ``ms`` milliseconds."""
 
     def flushed():
-        """DEBUG FLUSHALL happened (persistence may truncate its log)."""
+        """DEBUG FLUSHALL dropped every job: the persistent log, if any,
+        must forget them too (a restart brings nothing back)."""
 
     def struct_sizes():
         """DEBUG STRUCTSIZE text."""

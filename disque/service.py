@@ -316,7 +316,11 @@ class NodeRuntime:
         time.sleep(seconds)
 
     def flushed(self):
-        pass
+        # The log forgets the jobs too, or a restart would bring them back:
+        # rewritten from the now empty node (instant), abandoning a rewrite
+        # in progress.
+        if self.node.persist:
+            self.persistence.rewrite_now(self.node, False)
 
     def struct_sizes(self):
         from .core.job import Job

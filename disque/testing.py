@@ -56,6 +56,14 @@ class SimLink:
 
 
 class SimCluster:
+    """Pure cores (``NodeState``) wired together in memory: one integer
+    clock (ms), FIFO delivery of bus messages, partitions (``cut`` /
+    ``heal``), kills and revivals.  No protocol, no bytes: messages go
+    from one core's outbox to the other's ``bus_receive`` as records, so
+    every message of the state machine can be tested deterministically.
+    Node ``i`` runs a method with :meth:`call`; :attr:`notices` collects
+    the operators' log lines."""
+
     def __init__(self, n, seed=0, now=1_795_347_500_000, node_timeout=15000, policy=None):
         self.rng = random.Random(seed)
         if policy is None:
@@ -77,6 +85,7 @@ class SimCluster:
     # -- topology --------------------------------------------------------
 
     def add_node(self, node_timeout=15000):
+        """One more node (not met yet); returns its index."""
         i = len(self.nodes)
         node_id = bytes(self.rng.getrandbits(8) for _ in range(20)).hex().encode()
         node = NodeState(node_id, self.now, rng=random.Random(self.rng.random()), port=BASE_PORT + i)
@@ -89,6 +98,7 @@ class SimCluster:
         return node
 
     def index_of(self, node_id):
+        """The index of the node with ID ``node_id``."""
         for i, n in enumerate(self.nodes):
             if n.my_id == node_id:
                 return i
@@ -103,9 +113,12 @@ class SimCluster:
                     self.cut.add(frozenset((a, b)))
 
     def heal(self):
+        """Every cut link delivers again."""
         self.cut = set()
 
     def kill(self, i):
+        """Node ``i`` stops: nothing reaches it or leaves it (its state stays
+        for :meth:`revive`)."""
         self.alive[i] = False
         for j, links in enumerate(self.outbound):
             for link in links.values():
@@ -129,6 +142,7 @@ class SimCluster:
     # -- driving ---------------------------------------------------------
 
     def chain_meet(self):
+        """CLUSTER MEET from each node to the next: gossip makes a full mesh."""
         for i in range(len(self.nodes) - 1):
             self.call(i, "cluster.meet", HOST, self.ports[i + 1], self.now, True)
 
@@ -175,6 +189,8 @@ class SimCluster:
                     self.pump()  # a LAN: messages land before the next node's timers
 
     def settle(self, ms=3000):
+        """Let ``ms`` of cluster time pass, ticking every node and delivering
+        every message."""
         self.pump()
         self.advance(ms)
 

@@ -487,6 +487,16 @@ def _write_aof(directory, tail=b""):
         f.write(A.record_bytes((b"LOADJOB", job)) + tail)
 
 
+def test_debug_flushall_empties_the_append_only_file_too(make):
+    node = make(appendonly="yes", appendfsync="always")
+    c = node.connect()
+    job_id = c.call("ADDJOB", "q", "body", "0")[1:-2]
+    path = os.path.join(node.dir, "disque.aof")
+    assert job_id in open(path, "rb").read()
+    assert c.call("DEBUG", "FLUSHALL") == b"+OK\r\n"
+    assert job_id not in open(path, "rb").read()  # a restart brings nothing back
+
+
 @effect("aof-load-truncated")
 def _aof_load_truncated(make, tmp_path):
     _write_aof(tmp_path / "n0", tail=b"*2\r\n$6\r\nDELJOB")
