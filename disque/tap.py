@@ -36,6 +36,10 @@ _DIRECT = [
 
 
 class Options(usage.Options):
+    """``twistd disque`` options: ``--config`` names the file, every other
+    option overrides one directive of it (``--set name=value`` any one);
+    the resulting :class:`~disque.config.Config` is ``options.config``."""
+
     synopsis = "[options]"
     longdesc = ("Start a Disque node. Without --config the node uses the defaults "
                 "(127.0.0.1:7711, in memory). Command-line options override the file.")

@@ -384,6 +384,7 @@ class IOSimClient(Protocol):
         self.closed = True
 
     def send(self, *args):
+        """Write one command (arguments as str, bytes or int)."""
         self.transport.write(encode_command(*args))
 
     def reply(self):
@@ -393,6 +394,7 @@ class IOSimClient(Protocol):
         return self.replies.popleft()
 
     def call(self, *args):
+        """Send, pump, and return the reply (for commands that answer at once)."""
         self.send(*args)
         self.cluster.pump()
         return self.reply()
@@ -613,6 +615,7 @@ class IOSimCluster:
         self._apply_holds()
 
     def release(self, i, j):
+        """What node ``i`` held for node ``j`` goes, in order, and is pumped."""
         self.holds.discard((i, j))
         self._apply_holds()
         self.pump()
@@ -629,6 +632,8 @@ class IOSimCluster:
         self.pump()
 
     def heal(self):
+        """Every cut pair may connect again (the links reconnect on their
+        own schedule)."""
         self.cuts.clear()
         self.pump()
 
