@@ -33,17 +33,13 @@ from disque.plugins import StrategyError
 from disque.resp.protocol import RespProtocol
 from disque.service import DisqueNodeService
 from disque.watchdog import BANNER
+from test_protocol import cmd
+from test_service import ticks_in_one_second
 
 T0 = 1_795_347_500.0
 NOAUTH = b"-NOAUTH Authentication required.\r\n"
 
 
-def cmd(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 class Conn:
@@ -275,28 +271,14 @@ def _maxmemory_policy(make):
 
 # -- timers and the cluster ------------------------------------------------------
 
-def _ticks_in_one_second(node):
-    count = 0
-    original = node.rt.tick
-
-    def counting():
-        nonlocal count
-        count += 1
-        original()
-
-    node.rt.tick = counting
-    node.advance(1.0, step=0.01)
-    node.rt.tick = original
-    return count
-
-
 @effect("hz")
 def _hz(make):
-    assert 9 <= _ticks_in_one_second(make()) <= 11
+    node = make()
+    assert 9 <= ticks_in_one_second(node.service, node.reactor) <= 11
     node = make(hz="50")
-    assert 48 <= _ticks_in_one_second(node) <= 52
+    assert 48 <= ticks_in_one_second(node.service, node.reactor) <= 52
     node.connect().call("CONFIG", "SET", "hz", "20")
-    assert 19 <= _ticks_in_one_second(node) <= 21
+    assert 19 <= ticks_in_one_second(node.service, node.reactor) <= 21
 
 
 @effect("cluster-node-timeout")

@@ -15,7 +15,6 @@ SETACK arrived, by any other.
 
 from . import job as J
 from . import messages as M
-from .effects import Persist
 from .jobid import is_at_most_once, ttl_minutes
 
 GC_RETRY_MIN = 1000  # ms
@@ -82,13 +81,11 @@ class Acks:
         """SET-ACK: the job is acked here (dequeued, never queued again)."""
         if job.state == J.ACKED:
             return
-        node = self.node
-        node.queues.dequeue(job)
+        self.node.queues.dequeue(job)
         job.state = J.ACKED
         job.confirmed = None
         self._jobs.update_awake(job)
-        if node.persist:
-            node.outbox.append(Persist((b"DELJOB", job.id)))
+        self._jobs.log_deleted(job)
 
     def next_gc_time(self, job) -> int:
         period = GC_RETRY_MIN << job.gc_retry

@@ -69,8 +69,8 @@ class Jobs:
         node = self.node
         if job.dedup is not None:
             self.dedup.remove(job, node.now, not void and job.state != J.WAIT_REPL)
-        if node.persist and J.ACTIVE <= job.state < J.ACKED:
-            node.outbox.append(Persist((b"DELJOB", job.id)))
+        if J.ACTIVE <= job.state < J.ACKED:
+            self.log_deleted(job)
         self._schedule.remove(job)
         if job.state == J.QUEUED:
             node.queues.dequeue(job)
@@ -81,6 +81,13 @@ class Jobs:
         node = self.node
         if node.persist:
             node.outbox.append(Persist((b"LOADJOB", job)))
+
+    def log_deleted(self, job) -> None:
+        """A DELJOB record for the AOF (when persistence is on): the job
+        must not come back at the next load (forgotten, or acknowledged)."""
+        node = self.node
+        if node.persist:
+            node.outbox.append(Persist((b"DELJOB", job.id)))
 
     # -- Awake time (updateJobAwakeTime) ---------------------------------
 
