@@ -51,11 +51,11 @@ class IdleClients(Service):
     def check(self) -> int:
         """Close every client idle for more than ``timeout`` seconds; return
         how many."""
-        rt = self.runtime
-        rt.set_time()
-        now = rt.node.now // 1000
+        runtime = self.runtime
+        runtime.set_time()
+        now = runtime.node.now // 1000
         closed = 0
-        for client in list(rt.ctx.clients.values()):
+        for client in list(runtime.ctx.clients.values()):
             if now - client.atime > self.timeout and not client.monitor and client.conn.idle():
                 log.debug("Closing idle client {addr} (idle {seconds} s)", addr=client.addr.decode(),
                           seconds=now - client.atime)

@@ -131,7 +131,7 @@ class IFederationPolicyFactory(IStrategyFactory):
     (``federation-policy`` directive)."""
 
 
-class INodeHost(Interface):
+class INodeRuntime(Interface):
     """What command handlers need from the process hosting the node."""
 
     def now_us():

@@ -4,7 +4,7 @@ This is the only module that wires the pure core to the reactor: it owns the
 clock, executes the core's effects, runs the periodic tick (``hz``, a
 ``TimerService``) plus an exact wake-up for the earliest deadline (one
 ``IDelayedCall``, moved only when a sooner deadline appears), and implements
-:class:`INodeHost` for the command layer.  Its children are the listeners
+:class:`INodeRuntime` for the command layer.  Its children are the listeners
 (``StreamServerEndpointService``s from the endpoint strings of
 ``disque.listeners``) and the timers.  Embed a node in any Twisted
 application::
@@ -37,7 +37,7 @@ from .core.node import NodeState
 from .config import ConfigSetError
 from .heap import heap_freezer
 from .idle import IdleClients
-from .interfaces import IFederationPolicyFactory, INodeHost, IPersistenceFactory
+from .interfaces import IFederationPolicyFactory, INodeRuntime, IPersistenceFactory
 from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptions, client_descriptions,
                         listening_port, server_endpoint)
 from .logs import logger, node_log
@@ -66,9 +66,9 @@ def _gcc_version() -> str:
     return ".".join(m.groups()) if m else "0.0.0"
 
 
-@implementer(INodeHost)
+@implementer(INodeRuntime)
 class NodeRuntime:
-    """Glue between one NodeState and the reactor (also the INodeHost)."""
+    """Glue between one NodeState and the reactor (also the INodeRuntime)."""
 
     def __init__(self, config, reactor, persistence, on_shutdown, node_id=None, nodes_path=None):
         self.config = config
@@ -259,7 +259,7 @@ class NodeRuntime:
             proto.resume()
         self.after_batch()
 
-    # -- INodeHost -----------------------------------------------------------
+    # -- INodeRuntime -----------------------------------------------------------
 
     def now_us(self):
         return int(self.reactor.seconds() * 1_000_000)
@@ -361,21 +361,21 @@ class DisqueNodeService(MultiService):
         saved = load_nodes_file(nodes_path) if node_id is None else None
         if saved is not None:
             node_id = saved[0]
-        rt = self.runtime = NodeRuntime(config, reactor, self.persistence, self._on_shutdown, node_id, nodes_path)
+        runtime = self.runtime = NodeRuntime(config, reactor, self.persistence, self._on_shutdown, node_id, nodes_path)
         if saved is not None:
-            rt.node.cluster.restore(saved[1], saved[2], rt.node.now)
+            runtime.node.cluster.restore(saved[1], saved[2], runtime.node.now)
         else:
-            rt.node.cluster.dirty = True  # a new node: write its ID down
+            runtime.node.cluster.dirty = True  # a new node: write its ID down
         # Jobs from the AOF before anything listens (a bad file stops start-up
         # here, where twistd's option handling reports it in one line).
-        if self.persistence.load(rt.node):
-            log.info("DB loaded from append only file: {n} jobs", n=len(rt.node.jobs))
-        rt.node.federation.policy = federation
+        if self.persistence.load(runtime.node):
+            log.info("DB loaded from append only file: {n} jobs", n=len(runtime.node.jobs))
+        runtime.node.federation.policy = federation
         self._forget.append(config.on_change("appendonly", self._set_appendonly))
 
-        clients = RespFactory(rt)
+        clients = RespFactory(runtime)
         self.listeners = [Listener(endpoint, clients, d) for endpoint, d in client_endpoints]
-        bus = BusServerFactory(rt)
+        bus = BusServerFactory(runtime)
         if not bus_endpoints:  # derived: beside the client port, known once it listens
             bus_endpoints = [(DeferredEndpoint(reactor, "cluster-listen", lambda i=i: self._bus_description(i)),
                               "tcp:<client port + 10000>") for i in range(len(bus_descriptions(config, 0)))]
@@ -388,7 +388,7 @@ class DisqueNodeService(MultiService):
         freezer = heap_freezer(reactor, config["gc-freeze-interval"])
         if freezer is not None:
             freezer.setServiceParent(self)
-        IdleClients(rt).setServiceParent(self)
+        IdleClients(runtime).setServiceParent(self)
         Watchdog(config, reactor).setServiceParent(self)
 
     def _bus_description(self, index):
@@ -435,10 +435,10 @@ class DisqueNodeService(MultiService):
         return None
 
     def startService(self):
-        rt = self.runtime
-        rt.set_time()
-        rt.node.persist = self.persistence.enabled
-        rt.links = Links(self.reactor, rt, self.connector)
+        runtime = self.runtime
+        runtime.set_time()
+        runtime.node.persist = self.persistence.enabled
+        runtime.links = Links(self.reactor, runtime, self.connector)
         # The listeners before the other children (under twistd they listen
         # already, from privilegedStartService): the first tick, which runs
         # as the tick's TimerService starts, writes the node file and opens
@@ -447,7 +447,7 @@ class DisqueNodeService(MultiService):
         for listener in self.listeners + self.bus_listeners:
             listener.startService()
         port = self.listening_port
-        rt.node.cluster.myself.port = self.config["port"] if port is None else port
+        runtime.node.cluster.myself.port = self.config["port"] if port is None else port
         bus_ports = [listening_port(listener) for listener in self.bus_listeners]
         if port is not None and port + BUS_PORT_OFFSET not in bus_ports:
             log.warn("No cluster-listen endpoint listens on port {bus} (client port {port} + 10000): "
@@ -455,7 +455,7 @@ class DisqueNodeService(MultiService):
         super().startService()
         self._forget.append(self.config.on_change("hz", self._set_hz))
         log.info("Disque {version} node {id} ready to accept connections on {where}",
-                 version=DISQUE_VERSION, id=rt.node.my_id.decode(),
+                 version=DISQUE_VERSION, id=runtime.node.my_id.decode(),
                  where="port %d" % self.listening_port if self.listening_port is not None
                  else ", ".join(listener.description for listener in self.listeners))
 

@@ -34,7 +34,7 @@ from twisted.python.failure import Failure
 from twisted.test import iosim
 
 from .bus import wire
-from .core import effects as E
+from .core import effects
 from .core.node import NodeState
 
 HOST = b"127.0.0.1"
@@ -132,7 +132,7 @@ class SimCluster:
         self.alive[i] = True
         node = self.nodes[i]
         for peer in node.cluster.peers():
-            node.outbox.append(E.Link(peer.id, peer.host, peer.port))
+            node.outbox.append(effects.Link(peer.id, peer.host, peer.port))
         self._drain(i)
         self.pump()
 
@@ -198,9 +198,9 @@ class SimCluster:
 
     def _drain(self, i):
         node = self.nodes[i]
-        effects = node.outbox[:]
+        batch = node.outbox[:]
         node.outbox.clear()
-        E.execute(effects, _NodeEffects(self, i))
+        effects.execute(batch, _NodeEffects(self, i))
 
     def _connect(self, i, link, host, port):
         if port not in self.ports:

@@ -7,7 +7,7 @@ from twisted.internet.testing import StringTransport
 
 from disque.bus import wire
 from disque.bus.protocol import MAX_FRAME, BusProtocol
-from disque.core import messages as M
+from disque.core import messages
 
 
 class Recorder:
@@ -32,14 +32,14 @@ class Recorder:
 
 
 def connect(node_id=None):
-    rt = Recorder()
-    proto = BusProtocol(rt, node_id)
+    runtime = Recorder()
+    proto = BusProtocol(runtime, node_id)
     tr = StringTransport()
     proto.makeConnection(tr)
-    return rt, proto, tr
+    return runtime, proto, tr
 
 
-HEADER = M.Header(b"a" * 40, b"", 7711, 0)
+HEADER = messages.Header(b"a" * 40, b"", 7711, 0)
 
 
 def frame(msg):
@@ -48,46 +48,46 @@ def frame(msg):
 
 
 def test_frames_in_any_split_reach_the_runtime():
-    rt, proto, tr = connect()
-    data = frame(M.Ping(())) + frame(M.DelJob(b"D" * 40))
+    runtime, proto, tr = connect()
+    data = frame(messages.Ping(())) + frame(messages.DelJob(b"D" * 40))
     for i in range(len(data)):
         proto.dataReceived(data[i:i + 1])
-    assert [m for _, m, _ in rt.got] == [M.Ping(()), M.DelJob(b"D" * 40)]
-    assert rt.got[0][2] is proto and not tr.disconnecting
+    assert [m for _, m, _ in runtime.got] == [messages.Ping(()), messages.DelJob(b"D" * 40)]
+    assert runtime.got[0][2] is proto and not tr.disconnecting
 
 
 def test_frames_of_one_read_are_one_batch():
-    rt, proto, tr = connect()
-    proto.dataReceived(frame(M.Ping(())) + frame(M.Pong(())) + frame(M.DelJob(b"D" * 40)))
-    assert len(rt.got) == 3 and rt.batches == [0] and rt.depth == 0
+    runtime, proto, tr = connect()
+    proto.dataReceived(frame(messages.Ping(())) + frame(messages.Pong(())) + frame(messages.DelJob(b"D" * 40)))
+    assert len(runtime.got) == 3 and runtime.batches == [0] and runtime.depth == 0
 
 
 def test_garbage_drops_the_link_and_nothing_after_it_is_processed():
-    rt, proto, tr = connect()
+    runtime, proto, tr = connect()
     bad = b"garbage!"
-    proto.dataReceived(struct.pack(">I", len(bad)) + bad + frame(M.Ping(())))
-    assert rt.got == [] and tr.disconnecting
+    proto.dataReceived(struct.pack(">I", len(bad)) + bad + frame(messages.Ping(())))
+    assert runtime.got == [] and tr.disconnecting
 
 
 def test_oversized_length_drops_the_link_without_buffering():
-    rt, proto, tr = connect()
+    runtime, proto, tr = connect()
     proto.dataReceived(struct.pack(">I", MAX_FRAME + 1) + b"x" * 100)
-    assert tr.disconnecting and rt.got == []
+    assert tr.disconnecting and runtime.got == []
 
 
 def test_outbound_link_reports_its_loss():
-    rt, proto, tr = connect(node_id=b"b" * 40)
+    runtime, proto, tr = connect(node_id=b"b" * 40)
     proto.connectionLost(None)
-    assert rt.lost == [proto]
+    assert runtime.lost == [proto]
     rt2, inbound, _ = connect()
     inbound.connectionLost(None)
     assert rt2.lost == []
 
 
 def test_send_frame_writes_length_prefixed_frames():
-    rt, proto, tr = connect()
-    proto.send_frame(wire.encode(HEADER, M.Pong(())))
-    assert tr.value() == frame(M.Pong(()))
+    runtime, proto, tr = connect()
+    proto.send_frame(wire.encode(HEADER, messages.Pong(())))
+    assert tr.value() == frame(messages.Pong(()))
     proto.close()
     proto.send_frame(b"ignored")
-    assert tr.value() == frame(M.Pong(()))
+    assert tr.value() == frame(messages.Pong(()))

@@ -7,27 +7,27 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from disque.bus import wire
-from disque.core import messages as M
+from disque.core import messages
 
 ids = st.binary(min_size=40, max_size=40)
 small = st.binary(max_size=64)
 i64 = st.integers(-2**63, 2**63 - 1)
 u32 = st.integers(0, 2**32 - 1)
 gossip = st.tuples(ids, st.binary(max_size=255), st.integers(0, 65535), st.integers(0, 255)).map(
-    lambda t: M.Gossip(*t))
-jobs = st.builds(M.JobRecord, ids, small, st.binary(max_size=300), st.integers(0, 65535), i64, i64, i64, i64,
+    lambda t: messages.Gossip(*t))
+jobs = st.builds(messages.JobRecord, ids, small, st.binary(max_size=300), st.integers(0, 65535), i64, i64, i64, i64,
                  i64, i64, st.lists(ids, max_size=5).map(tuple), st.binary(max_size=1024))
 gossips = st.lists(gossip, max_size=5).map(tuple)
 
 MESSAGES = st.one_of(
-    st.builds(M.Meet, gossips), st.builds(M.Ping, gossips), st.builds(M.Pong, gossips),
-    st.builds(M.Fail, ids), st.builds(M.ReplJob, jobs), st.builds(M.GotJob, ids),
-    st.builds(M.Enqueue, ids), st.builds(M.WillQueue, ids), st.builds(M.Queued, ids, st.integers(0, 2)),
-    st.builds(M.Working, ids), st.builds(M.SetAck, ids, u32), st.builds(M.GotAck, ids, st.booleans()),
-    st.builds(M.DelJob, ids, st.booleans()), st.builds(M.NeedJobs, small, u32),
-    st.builds(M.YourJobs, st.lists(jobs, max_size=3).map(tuple)), st.builds(M.Pause, small, st.integers(0, 3)),
+    st.builds(messages.Meet, gossips), st.builds(messages.Ping, gossips), st.builds(messages.Pong, gossips),
+    st.builds(messages.Fail, ids), st.builds(messages.ReplJob, jobs), st.builds(messages.GotJob, ids),
+    st.builds(messages.Enqueue, ids), st.builds(messages.WillQueue, ids), st.builds(messages.Queued, ids, st.integers(0, 2)),
+    st.builds(messages.Working, ids), st.builds(messages.SetAck, ids, u32), st.builds(messages.GotAck, ids, st.booleans()),
+    st.builds(messages.DelJob, ids, st.booleans()), st.builds(messages.NeedJobs, small, u32),
+    st.builds(messages.YourJobs, st.lists(jobs, max_size=3).map(tuple)), st.builds(messages.Pause, small, st.integers(0, 3)),
 )
-HEADERS = st.builds(M.Header, ids, st.binary(max_size=255), st.integers(0, 65535), st.integers(0, 65535))
+HEADERS = st.builds(messages.Header, ids, st.binary(max_size=255), st.integers(0, 65535), st.integers(0, 65535))
 
 
 @settings(max_examples=500)
@@ -46,7 +46,7 @@ def test_every_type_is_covered_by_the_strategy():
         seen.add(type(msg))
 
     collect()
-    assert seen == {cls for _, cls in M.TYPES}
+    assert seen == {cls for _, cls in messages.TYPES}
 
 
 @settings(max_examples=200)
@@ -75,7 +75,7 @@ def _frame(version=wire.VERSION, code=2):
 
 
 def test_versions_types_and_magic_are_checked():
-    assert wire.decode(_frame()) == (M.Header(b"a" * 40, b"", 7711, 0), M.Ping(()))
+    assert wire.decode(_frame()) == (messages.Header(b"a" * 40, b"", 7711, 0), messages.Ping(()))
     for bad in (_frame(version=wire.VERSION + 1), _frame(version=0), _frame(code=99), b"XX" + _frame()[2:]):
         with pytest.raises(wire.WireError):
             wire.decode(bad)
@@ -86,6 +86,6 @@ def test_counts_are_bounded_before_allocation():
     with pytest.raises(wire.WireError, match="too many jobs"):
         wire.decode(head + struct.pack(">I", wire.MAX_JOBS + 1))
     with pytest.raises(wire.WireError):
-        wire.encode(M.Header(b"short", b"", 1, 0), M.Ping(()))
+        wire.encode(messages.Header(b"short", b"", 1, 0), messages.Ping(()))
     with pytest.raises(wire.WireError):
-        wire.encode(M.Header(b"a" * 40, b"", 1, 0), M.DelJob(b"short"))
+        wire.encode(messages.Header(b"a" * 40, b"", 1, 0), messages.DelJob(b"short"))

@@ -7,8 +7,8 @@ import os
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from disque.core import job as J
-from disque.core import messages as M
+from disque.core.job import ACKED, QUEUED, WAIT_REPL
+from disque.core import messages
 from disque.core.errors import CommandError
 from disque.testing import SimCluster
 
@@ -25,7 +25,7 @@ def addjob(sim, i, queue=b"q", body=b"body", repl=3, retry=-1, ttl=3600, delay=0
     node.set_time(sim.now)
     job = node.addjob.add(queue, body, repl, delay, retry, ttl, 0, async_)
     handle = object()
-    if job.state == J.WAIT_REPL and not async_:
+    if job.state == WAIT_REPL and not async_:
         node.addjob.await_replication(job, handle, timeout, b"OK", b"NOREPL")
     sim._drain(i)
     sim.pump()
@@ -42,7 +42,7 @@ def holders(sim, job_id):
 
 def queued_on(sim, job_id):
     return [i for i, n in enumerate(sim.nodes)
-            if sim.alive[i] and job_id in n.jobs and n.jobs.get(job_id).state == J.QUEUED]
+            if sim.alive[i] and job_id in n.jobs and n.jobs.get(job_id).state == QUEUED]
 
 
 def sent(sim, kind):
@@ -61,7 +61,7 @@ def test_replicate_3_on_3_nodes():
         copy = n.jobs.get(job.id)
         assert set(copy.delivered) == {x.my_id for x in sim.nodes}
         assert copy.confirmed is None
-    assert len(sent(sim, M.ReplJob)) == 2 and len(sent(sim, M.GotJob)) == 2
+    assert len(sent(sim, messages.ReplJob)) == 2 and len(sent(sim, messages.GotJob)) == 2
 
 
 def test_replicate_2_on_5_nodes_makes_exactly_2_copies():
@@ -94,11 +94,11 @@ def test_replication_timeout_gives_norepl_and_deletes_copies():
     sim.partition({0, 1}, {2})
     job, h = addjob(sim, 0, repl=3, timeout=300)
     assert replies(sim, h) == []
-    assert holders(sim, job.id) == [0, 1] and sim.nodes[0].jobs.get(job.id).state == J.WAIT_REPL
+    assert holders(sim, job.id) == [0, 1] and sim.nodes[0].jobs.get(job.id).state == WAIT_REPL
     sim.advance(400, step=10)
     assert replies(sim, h) == [b"NOREPL"]
     assert holders(sim, job.id) == []  # DELJOB reached node 1
-    assert any(type(m) is M.DelJob and m.job_id == job.id for _, _, m in sim.delivered)
+    assert any(type(m) is messages.DelJob and m.job_id == job.id for _, _, m in sim.delivered)
 
 
 def test_not_enough_reachable_nodes_is_refused_at_once():
@@ -128,7 +128,7 @@ def test_duplicate_repljob_merges_delivered_lists():
     rec = sim.nodes[0].jobs.record(sim.nodes[0].jobs.get(job.id))
     extra = b"f" * 40
     rec = rec._replace(delivered=(*rec.delivered, extra))
-    sim.nodes[other].bus_receive(sim.nodes[0].cluster.header(), M.ReplJob(rec), None)
+    sim.nodes[other].bus_receive(sim.nodes[0].cluster.header(), messages.ReplJob(rec), None)
     assert extra in sim.nodes[other].jobs.get(job.id).delivered
 
 
@@ -141,7 +141,7 @@ def test_requeue_after_retry_sends_willqueue_and_queued_and_counts_deliveries():
     node.set_time(sim.now)
     assert node.getjob.get_jobs([b"q"], 1)[0].id == job.id  # delivered, never acked
     sim.advance(3000, step=50)
-    assert sent(sim, M.WillQueue) and sent(sim, M.Queued)
+    assert sent(sim, messages.WillQueue) and sent(sim, messages.Queued)
     assert len(queued_on(sim, job.id)) == 1  # by whichever copy's timer fired first
     for n in sim.nodes:
         assert n.jobs.get(job.id).deliv == 1
@@ -164,13 +164,13 @@ def test_queued_dedup_dequeues_on_the_node_with_the_smaller_id():
     for n in (a, b):
         n.set_time(sim.now)
         j = n.jobs.get(job.id)
-        if j.state != J.QUEUED:
+        if j.state != QUEUED:
             n.queues.enqueue(j)
     assert queued_on(sim, job.id) == [0, 1]
     sim.outbound  # both queued it "at the same time"; now QUEUED crosses
     lo, hi = sorted((0, 1), key=lambda i: sim.nodes[i].my_id)
-    sim.nodes[lo].bus_receive(sim.nodes[hi].cluster.header(), M.Queued(job.id, M.COUNT_DELIVERY), None)
-    sim.nodes[hi].bus_receive(sim.nodes[lo].cluster.header(), M.Queued(job.id, M.COUNT_DELIVERY), None)
+    sim.nodes[lo].bus_receive(sim.nodes[hi].cluster.header(), messages.Queued(job.id, messages.COUNT_DELIVERY), None)
+    sim.nodes[hi].bus_receive(sim.nodes[lo].cluster.header(), messages.Queued(job.id, messages.COUNT_DELIVERY), None)
     assert queued_on(sim, job.id) == [hi]
 
 
@@ -179,12 +179,12 @@ def test_willqueue_for_an_acked_job_answers_setack():
     job, _ = addjob(sim, 0, repl=2)
     sim.partition({0}, {1})
     sim.call(0, "acks.ack_jobs", [job.id])
-    before = len(sent(sim, M.SetAck))
+    before = len(sent(sim, messages.SetAck))
     sim.heal()
-    sim.nodes[0].bus_receive(sim.nodes[1].cluster.header(), M.WillQueue(job.id), None)
+    sim.nodes[0].bus_receive(sim.nodes[1].cluster.header(), messages.WillQueue(job.id), None)
     sim._drain(0)
     sim.pump()
-    assert len(sent(sim, M.SetAck)) > before
+    assert len(sent(sim, messages.SetAck)) > before
 
 
 def test_nack_propagates_as_queued_with_the_nack_flag():
@@ -193,7 +193,7 @@ def test_nack_propagates_as_queued_with_the_nack_flag():
     sim.nodes[0].set_time(sim.now)
     sim.nodes[0].getjob.get_jobs([b"q"], 1)
     assert sim.call(0, "requeue.enqueue_jobs", [job.id], True) == 1
-    assert [m.counter for _, _, m in sent(sim, M.Queued)] == [M.COUNT_NACK, M.COUNT_NACK]
+    assert [m.counter for _, _, m in sent(sim, messages.Queued)] == [messages.COUNT_NACK, messages.COUNT_NACK]
     assert all(n.jobs.get(job.id).nacks == 1 for n in sim.nodes)
     assert queued_on(sim, job.id) == [0]
 
@@ -206,7 +206,7 @@ def test_working_postpones_the_requeue_on_every_copy():
     assert sim.call(0, "requeue.working", job.id) == 10
     after = [n.jobs.get(job.id).qtime for n in sim.nodes[1:]]
     assert all(a > b for a, b in zip(after, before))
-    assert len(sent(sim, M.Working)) == 2
+    assert len(sent(sim, messages.Working)) == 2
 
 
 # -- ACKs and garbage collection ----------------------------------------------------
@@ -216,7 +216,7 @@ def test_ack_on_a_copy_garbage_collects_everywhere():
     job, _ = addjob(sim, 0)
     assert sim.call(1, "acks.ack_jobs", [job.id]) == 1
     assert holders(sim, job.id) == []
-    assert sent(sim, M.SetAck) and sent(sim, M.GotAck) and sent(sim, M.DelJob)
+    assert sent(sim, messages.SetAck) and sent(sim, messages.GotAck) and sent(sim, messages.DelJob)
 
 
 def test_ack_of_an_unknown_at_least_once_id_makes_a_dummy_ack_that_finds_the_job():
@@ -225,7 +225,7 @@ def test_ack_of_an_unknown_at_least_once_id_makes_a_dummy_ack_that_finds_the_job
     outsider = [i for i in range(3) if i not in holders(sim, job.id)][0]
     assert sim.call(outsider, "acks.ack_jobs", [job.id]) == 0
     assert holders(sim, job.id) == []
-    assert any(m.may_have == 0 for _, _, m in sent(sim, M.SetAck))
+    assert any(m.may_have == 0 for _, _, m in sent(sim, messages.SetAck))
 
 
 def test_no_dummy_ack_for_at_most_once_ids_or_when_leaving():
@@ -233,11 +233,11 @@ def test_no_dummy_ack_for_at_most_once_ids_or_when_leaving():
     job, _ = addjob(sim, 0, repl=1, retry=0)
     assert job.id[-1:] in b"02468ace"
     sim.call(1, "acks.ack_jobs", [job.id])
-    assert job.id not in sim.nodes[1].jobs and not sent(sim, M.SetAck)
+    assert job.id not in sim.nodes[1].jobs and not sent(sim, messages.SetAck)
     job2, _ = addjob(sim, 0, repl=1)
     sim.call(1, "cluster.set_leaving", True)
     sim.call(1, "acks.ack_jobs", [job2.id])
-    assert job2.id not in sim.nodes[1].jobs and not sent(sim, M.SetAck)
+    assert job2.id not in sim.nodes[1].jobs and not sent(sim, messages.SetAck)
 
 
 def test_a_dummy_ack_nobody_knows_is_dropped_once_everybody_answered():
@@ -254,7 +254,7 @@ def test_ack_while_an_owner_is_down_then_gc_after_it_returns():
     sim.call(0, "acks.ack_jobs", [job.id])
     sim.advance(2000)
     assert sorted(holders(sim, job.id)) == [0, 1]
-    assert all(sim.nodes[i].jobs.get(job.id).state == J.ACKED for i in (0, 1))
+    assert all(sim.nodes[i].jobs.get(job.id).state == ACKED for i in (0, 1))
     sim.revive(2)
     sim.advance(70000, step=500)  # GC retries with backoff reach it
     assert holders(sim, job.id) == []
@@ -275,7 +275,7 @@ def test_an_acked_job_is_never_requeued():
     sim.advance(10000, step=100)
     for i in (0, 1):
         j = sim.nodes[i].jobs.get(job.id)
-        assert j is None or j.state == J.ACKED
+        assert j is None or j.state == ACKED
 
 
 # -- PAUSE bcast and leaving ----------------------------------------------------------

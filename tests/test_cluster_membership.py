@@ -4,8 +4,8 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from disque.core import effects as E
-from disque.core import messages as M
+from disque.core import effects
+from disque.core import messages
 from disque.core.membership import parse_nodes_file
 from disque.testing import HOST, SimCluster
 
@@ -71,9 +71,9 @@ def test_pong_with_an_id_already_known_drops_the_duplicate_handshake():
     # Answer as node 1 would on that link: a PONG carrying node 1's real ID.
     from disque.testing import SimLink
     fake = SimLink(0, temp.id, b"127.0.0.2")
-    sim.nodes[0].bus_receive(sim.nodes[1].cluster.header(), M.Pong(()), fake)
+    sim.nodes[0].bus_receive(sim.nodes[1].cluster.header(), messages.Pong(()), fake)
     assert temp.id not in c.nodes and len(c.nodes) == 2
-    assert E.Unlink(temp.id) in sim.nodes[0].outbox
+    assert effects.Unlink(temp.id) in sim.nodes[0].outbox
 
 
 def test_failure_detection_pfail_then_fail_then_recovery():
@@ -89,7 +89,7 @@ def test_failure_detection_pfail_then_fail_then_recovery():
         peer = sim.nodes[i].cluster.nodes[dead]
         assert peer.pfail and peer.fail, i  # 2 of 3 agree: a majority
         assert sim.nodes[i].cluster.reachable == 1
-    assert any(isinstance(m, M.Fail) and m.node_id == dead for _, _, m in sim.delivered)
+    assert any(isinstance(m, messages.Fail) and m.node_id == dead for _, _, m in sim.delivered)
     # It comes back (same identity): the first PONG clears both flags.
     sim.revive(2)
     sim.advance(3000)
@@ -211,9 +211,9 @@ def test_unknown_senders_are_ignored_except_meet():
     stranger = sim.nodes[1]
     from disque.testing import SimLink
     link = SimLink(0, None, HOST)
-    sim.nodes[0].bus_receive(stranger.cluster.header(), M.Ping(()), link)
+    sim.nodes[0].bus_receive(stranger.cluster.header(), messages.Ping(()), link)
     assert stranger.my_id not in sim.nodes[0].cluster.nodes
-    sim.nodes[0].bus_receive(stranger.cluster.header(), M.DelJob(b"x" * 40), link)
+    sim.nodes[0].bus_receive(stranger.cluster.header(), messages.DelJob(b"x" * 40), link)
     assert stranger.my_id not in sim.nodes[0].cluster.nodes
-    sim.nodes[0].bus_receive(stranger.cluster.header(), M.Meet(()), link)
+    sim.nodes[0].bus_receive(stranger.cluster.header(), messages.Meet(()), link)
     assert stranger.my_id in sim.nodes[0].cluster.nodes

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from disque.core import job as J
+from disque.core.job import ACTIVE, F_DELIVERED, Job, QUEUED, WAIT_REPL
 from disque.core.effects import Reply
 from disque.core.jobid import is_at_most_once, is_valid, ttl_minutes, ttl_suffix
 from disque.core.errors import CommandError
@@ -61,7 +61,7 @@ def test_invalid_ids():
 def test_addjob_queues_and_defaults():
     node = make_node()
     job = add(node)
-    assert job.state == J.QUEUED and job.retry == 300 and job.repl == 1
+    assert job.state == QUEUED and job.retry == 300 and job.repl == 1
     assert job.delivered == (NODE_ID,)
     assert len(node.queues.get(b"q")) == 1
     # requeue time = now + retry + jitter in [0, 500)
@@ -126,7 +126,7 @@ def test_getjob_order_and_round_robin():
     got = node.getjob.get_jobs([b"gz", b"ga", b"gc", b"gb"], 10)
     assert got == [a1, c1, a2]
     for j in got:
-        assert j.state == J.ACTIVE and j.flags & J.F_DELIVERED
+        assert j.state == ACTIVE and j.flags & F_DELIVERED
     q = node.queues.get(b"ga")
     assert q.jobs_in == 2 and q.jobs_out == 2
 
@@ -149,7 +149,7 @@ def test_blocked_clients_served_fifo_one_job_each():
     replies = [e for e in node.outbox if isinstance(e, Reply)]
     assert [r.payload for r in replies] == [("c1", [j1]), ("c2", [j2])]
     assert len(node.getjob) == 0
-    assert len(node.queues.get(b"q")) == 1 and j3.state == J.QUEUED
+    assert len(node.queues.get(b"q")) == 1 and j3.state == QUEUED
     assert node.queues.get(b"other").waiting is None
 
 
@@ -189,9 +189,9 @@ def test_requeue_after_retry_counts_additional_delivery():
     job = add(node, retry=10, ttl=3600)
     assert node.getjob.get_jobs([b"q"], 1) == [job]
     advance(node, 9_000)
-    assert job.state == J.ACTIVE
+    assert job.state == ACTIVE
     advance(node, 1_600)  # past retry + max jitter
-    assert job.state == J.QUEUED and job.deliv == 1
+    assert job.state == QUEUED and job.deliv == 1
     assert node.getjob.get_jobs([b"q"], 1) == [job]
 
 
@@ -202,18 +202,18 @@ def test_retry_zero_job_is_never_requeued():
     node.getjob.get_jobs([b"q"], 1)
     for _ in range(60):
         advance(node, 1000)
-    assert job.state == J.ACTIVE
+    assert job.state == ACTIVE
     assert node.requeue.enqueue_jobs([job.id], nack=True) == 0  # delivered at-most-once job
 
 
 def test_delayed_job_is_queued_after_delay():
     node = make_node()
     job = add(node, delay=5, ttl=100)
-    assert job.state == J.ACTIVE and job.qtime == T0 + 5000
+    assert job.state == ACTIVE and job.qtime == T0 + 5000
     advance(node, 4990)
-    assert job.state == J.ACTIVE
+    assert job.state == ACTIVE
     advance(node, 20)
-    assert job.state == J.QUEUED and job.deliv == 0
+    assert job.state == QUEUED and job.deliv == 0
 
 
 def test_ttl_wins_whatever_the_state():
@@ -235,10 +235,10 @@ def test_paused_in_queue_postpones_requeue():
     node.getjob.get_jobs([b"q"], 1)
     node.queues.set_pause(b"q", PAUSED_IN, True)
     advance(node, 1600)
-    assert job.state == J.ACTIVE and job.qtime > node.now
+    assert job.state == ACTIVE and job.qtime > node.now
     node.queues.set_pause(b"q", 0, True)
     advance(node, 1600)
-    assert job.state == J.QUEUED
+    assert job.state == QUEUED
 
 
 # -- ACK / FASTACK / DELJOB / NACK / WORKING ----------------------------------------
@@ -287,7 +287,7 @@ def test_working_postpones_and_dequeues():
     node = make_node()
     job = add(node, retry=45)
     assert node.requeue.working(job.id) == 45
-    assert job.state == J.ACTIVE and len(node.queues.get(b"q")) == 0
+    assert job.state == ACTIVE and len(node.queues.get(b"q")) == 0
     assert 45_000 <= job.qtime - node.now < 45_500
     with pytest.raises(CommandError) as e:
         node.requeue.working(b"D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-0001")
@@ -337,7 +337,7 @@ def test_addjob_fast_path_is_the_generic_enqueue(ttl, retry):
     for n in (fast, ref_node):
         n.queues.get(b"q") or n.queues.queue_for(b"q")
     job = fast.addjob.add(b"q", b"x", 1, 0, retry, ttl, 0, False)
-    ref = J.Job(job.id, b"q", b"x", J.WAIT_REPL, 1, job.ctime, job.etime, 0, job.retry,
+    ref = Job(job.id, b"q", b"x", WAIT_REPL, 1, job.ctime, job.etime, 0, job.retry,
                 ref_node.now + job.retry * 1000)
     ref.delivered = job.delivered
     assert ref_node.jobs.add(ref)

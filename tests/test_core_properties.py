@@ -14,7 +14,7 @@ import random
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from disque.core import job as J
+from disque.core.job import QUEUED
 from disque.core.errors import CommandError
 from disque.core.node import NodeState
 
@@ -98,8 +98,8 @@ class NodeMachine(RuleBasedStateMachine):
         for job in node.jobs.values():
             q = node.queues.get(job.queue)
             in_queue = q is not None and job in q.jobs
-            assert (job.state == J.QUEUED) == in_queue
-            queued += job.state == J.QUEUED
+            assert (job.state == QUEUED) == in_queue
+            queued += job.state == QUEUED
         total = 0
         for q in node.queues.values():
             ctimes = [j.ctime for j in q.jobs]

@@ -6,8 +6,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from disque.bus import wire
-from disque.core import job as J
-from disque.core import messages as M
+from disque.core.job import (
+    ACKED, ACTIVE, BadRecord, Job, WAIT_REPL, deserialize, serialize
+)
+from disque.core import messages
 from disque.core.dedup import DedupIndex
 from disque.testing import SimCluster
 from test_protocol import cmd, connect, make_runtime, take
@@ -77,8 +79,8 @@ def _addjob(proto, tr, *args):
 
 
 def test_addjob_dedup_returns_the_existing_id_and_adds_nothing():
-    rt, _ = make_runtime()
-    proto, tr = connect(rt)
+    runtime, _ = make_runtime()
+    proto, tr = connect(runtime)
     first = _addjob(proto, tr, "q", "body", 0, "DEDUP", "row-1")
     assert first.startswith(b"+D-")
     assert _addjob(proto, tr, "q", "other body", 0, "DEDUP", "row-1", "TTL", "10") == first
@@ -89,18 +91,18 @@ def test_addjob_dedup_returns_the_existing_id_and_adds_nothing():
 
 
 def test_a_retry_after_the_job_was_acked_is_answered_for_the_window_only():
-    rt, clock = make_runtime(**{"dedup-window": "5"})
-    proto, tr = connect(rt)
+    runtime, clock = make_runtime(**{"dedup-window": "5"})
+    proto, tr = connect(runtime)
     first = _addjob(proto, tr, "q", "body", 0, "DEDUP", "k")
     proto.dataReceived(cmd("GETJOB", "FROM", "q") + cmd("ACKJOB", first[1:-2]))
     take(tr)
-    assert rt.node.jobs.get(first[1:-2]) is None  # a single node collects at once
+    assert runtime.node.jobs.get(first[1:-2]) is None  # a single node collects at once
     assert _addjob(proto, tr, "q", "body", 0, "DEDUP", "k") == first
     proto.dataReceived(cmd("QLEN", "q"))
     assert take(tr) == b":0\r\n"
     clock.advance(5.1)
-    rt.tick()
-    assert not rt.node.jobs.dedup.gone
+    runtime.tick()
+    assert not runtime.node.jobs.dedup.gone
     again = _addjob(proto, tr, "q", "body", 0, "DEDUP", "k")
     assert again.startswith(b"+D-") and again != first
 
@@ -108,8 +110,8 @@ def test_a_retry_after_the_job_was_acked_is_answered_for_the_window_only():
 def test_dedup_answers_before_the_queue_state_is_checked():
     """A retry of an ADDJOB that succeeded succeeds, even if the queue is
     paused or full by now; a new key gets the refusal."""
-    rt, _ = make_runtime()
-    proto, tr = connect(rt)
+    runtime, _ = make_runtime()
+    proto, tr = connect(runtime)
     first = _addjob(proto, tr, "q", "body", 0, "DEDUP", "k")
     proto.dataReceived(cmd("PAUSE", "q", "in"))
     take(tr)
@@ -118,8 +120,8 @@ def test_dedup_answers_before_the_queue_state_is_checked():
 
 
 def test_dedup_argument_errors():
-    rt, _ = make_runtime()
-    proto, tr = connect(rt)
+    runtime, _ = make_runtime()
+    proto, tr = connect(runtime)
     assert _addjob(proto, tr, "q", "body", 0, "DEDUP", "") == \
         b"-ERR DEDUP key must be between 1 and 1024 bytes\r\n"
     assert _addjob(proto, tr, "q", "body", 0, "DEDUP", "x" * 1025) == \
@@ -132,8 +134,8 @@ def test_dedup_argument_errors():
 
 
 def test_show_reports_the_key_and_is_unchanged_without_one():
-    rt, _ = make_runtime()
-    proto, tr = connect(rt)
+    runtime, _ = make_runtime()
+    proto, tr = connect(runtime)
     keyed = _addjob(proto, tr, "q", "body", 0, "DEDUP", "my key")[1:-2]
     plain = _addjob(proto, tr, "q", "body", 0)[1:-2]
     proto.dataReceived(cmd("SHOW", keyed))
@@ -145,14 +147,14 @@ def test_show_reports_the_key_and_is_unchanged_without_one():
 
 
 def test_config_set_dedup_window():
-    rt, _ = make_runtime()
-    proto, tr = connect(rt)
+    runtime, _ = make_runtime()
+    proto, tr = connect(runtime)
     proto.dataReceived(cmd("CONFIG", "GET", "dedup-window"))
     assert take(tr) == b"*2\r\n$12\r\ndedup-window\r\n$3\r\n600\r\n"
     proto.dataReceived(cmd("CONFIG", "SET", "dedup-window", "30"))
     assert take(tr) == b"+OK\r\n"
-    rt.tick()
-    assert rt.node.jobs.dedup.window == 30_000
+    runtime.tick()
+    assert runtime.node.jobs.dedup.window == 30_000
     proto.dataReceived(cmd("CONFIG", "SET", "dedup-window", "-1"))
     assert take(tr).startswith(b"-ERR")
 
@@ -174,13 +176,13 @@ def _add(sim, i, key, queue=b"q", repl=3, timeout=0):
     handle = object()
     found = node.addjob.find_dedup(queue, key)
     if found is not None:
-        if type(found) is not bytes and found.state == J.WAIT_REPL:
+        if type(found) is not bytes and found.state == WAIT_REPL:
             node.addjob.await_replication(found, handle, timeout, b"OK", b"NOREPL")
             sim._drain(i)
             sim.pump()
         return found, handle
     job = node.addjob.add(queue, b"body", repl, 0, -1, 3600, 0, False, key)
-    if job.state == J.WAIT_REPL:
+    if job.state == WAIT_REPL:
         node.addjob.await_replication(job, handle, timeout, b"OK", b"NOREPL")
     sim._drain(i)
     sim.pump()
@@ -254,43 +256,43 @@ def test_acked_and_collected_everywhere_still_answers_on_every_copy():
 # -- formats -----------------------------------------------------------------
 
 def test_storage_record_keeps_the_key_and_keyless_records_stay_version_1():
-    job = J.Job(b"D-" + b"x" * 38, b"q", b"body", J.ACTIVE, 3, 5, 6, 0, 10, 7)
-    plain = J.serialize(job)
-    assert plain[0] == 1 and J.deserialize(plain).dedup is None
+    job = Job(b"D-" + b"x" * 38, b"q", b"body", ACTIVE, 3, 5, 6, 0, 10, 7)
+    plain = serialize(job)
+    assert plain[0] == 1 and deserialize(plain).dedup is None
     job.dedup = b"key"
-    keyed = J.serialize(job)
+    keyed = serialize(job)
     assert keyed[0] == 2 and keyed.endswith(b"\x00\x03key")
-    back = J.deserialize(keyed)
+    back = deserialize(keyed)
     assert back.dedup == b"key" and back.body == b"body"
-    with pytest.raises(J.BadRecord):
-        J.deserialize(keyed[:-1])
+    with pytest.raises(BadRecord):
+        deserialize(keyed[:-1])
 
 
 def test_loaded_jobs_answer_their_keys_deleted_ones_do_not():
     from disque.core.node import NodeState
     node = NodeState(b"a" * 40)
-    job = J.Job(b"D-" + b"x" * 38, b"q", b"body", J.ACTIVE, 1, 5, 10 ** 9, 0, 10, 7)
+    job = Job(b"D-" + b"x" * 38, b"q", b"body", ACTIVE, 1, 5, 10 ** 9, 0, 10, 7)
     job.dedup = b"key"
-    node.jobs.load(J.deserialize(J.serialize(job)))
+    node.jobs.load(deserialize(serialize(job)))
     assert node.addjob.find_dedup(b"q", b"key").id == job.id
     node.jobs.load_delete(job.id)
     assert node.addjob.find_dedup(b"q", b"key") is None
 
 
 def _header():
-    return M.Header(b"n" * 40, b"127.0.0.1", 7711, 0)
+    return messages.Header(b"n" * 40, b"127.0.0.1", 7711, 0)
 
 
 def test_bus_version_1_frames_still_decode():
-    rec = M.JobRecord(b"i" * 40, b"q", b"body", 3, 1, 2, 0, 10, 0, 0, (b"n" * 40,))
-    v2 = wire.encode(_header(), M.ReplJob(rec))
+    rec = messages.JobRecord(b"i" * 40, b"q", b"body", 3, 1, 2, 0, 10, 0, 0, (b"n" * 40,))
+    v2 = wire.encode(_header(), messages.ReplJob(rec))
     assert v2[2] == 2 and v2.endswith(b"\x00\x00")  # an empty key
     v1 = v2[:2] + b"\x01" + v2[3:-2]
-    assert wire.decode(v1) == (_header(), M.ReplJob(rec))
-    d2 = wire.encode(_header(), M.DelJob(b"i" * 40, True))
-    assert wire.decode(d2)[1] == M.DelJob(b"i" * 40, True)
+    assert wire.decode(v1) == (_header(), messages.ReplJob(rec))
+    d2 = wire.encode(_header(), messages.DelJob(b"i" * 40, True))
+    assert wire.decode(d2)[1] == messages.DelJob(b"i" * 40, True)
     d1 = d2[:2] + b"\x01" + d2[3:-1]
-    assert wire.decode(d1)[1] == M.DelJob(b"i" * 40, False)
+    assert wire.decode(d1)[1] == messages.DelJob(b"i" * 40, False)
     with pytest.raises(wire.WireError):
         wire.decode(v2[:2] + b"\x01" + v2[3:])  # a v2 body under a v1 header: trailing bytes
 
@@ -310,12 +312,12 @@ def test_one_key_one_job_while_remembered(ops):
     """On one node, for every (queue, key): at most one job holds it, and
     every ADDJOB with the key answers the same ID from the first one until
     the key is forgotten (job gone and the window passed)."""
-    rt, clock = make_runtime(**{"dedup-window": "3"})
-    proto, tr = connect(rt)
+    runtime, clock = make_runtime(**{"dedup-window": "3"})
+    proto, tr = connect(runtime)
     first = {}  # pair -> (id, time its job left or None)
     ids = []
     for op in ops:
-        now = rt.node.now
+        now = runtime.node.now
         if op[0] == "add":
             _, queue, key = op
             reply = _addjob(proto, tr, queue, b"x", 0, "DEDUP", key)
@@ -338,10 +340,10 @@ def test_one_key_one_job_while_remembered(ops):
                     first[pair] = (fid, now)
         elif op[0] == "wait":
             clock.advance(op[1] / 1000.0)
-            rt.tick()
+            runtime.tick()
         holders = {}
-        for job in rt.node.jobs.values():
-            if job.dedup is not None and job.state != J.ACKED:
+        for job in runtime.node.jobs.values():
+            if job.dedup is not None and job.state != ACKED:
                 pair = (job.queue, job.dedup)
                 assert pair not in holders, "two jobs hold %r" % (pair,)
                 holders[pair] = job

@@ -24,9 +24,9 @@ from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.logger import globalLogPublisher
 
 from disque.config import SPECS, Config, ConfigError
-from disque.core import job as J
+from disque.core.job import QUEUED
 from disque.core.node import NodeState
-from disque.persistence import aof as A
+from disque.persistence import aof
 from disque.persistence.aof import AOFError, AOFPersistence
 from disque.persistence.none import NoPersistence
 from disque.plugins import StrategyError
@@ -78,7 +78,7 @@ class Node:
             self.service.startService()
 
     @property
-    def rt(self):
+    def runtime(self):
         return self.service.runtime
 
     def connect(self, transport=None) -> Conn:
@@ -266,7 +266,7 @@ def _maxmemory_policy(make):
         c.call("GETJOB", "FROM", "q")  # delivered, never to be again: evictable
         c.call("CONFIG", "SET", "maxmemory", "1")
         node.advance(0.2)
-        assert len(node.rt.node.jobs) == left
+        assert len(node.runtime.node.jobs) == left
 
 
 # -- timers and the cluster ------------------------------------------------------
@@ -283,20 +283,20 @@ def _hz(make):
 
 @effect("cluster-node-timeout")
 def _cluster_node_timeout(make):
-    assert make().rt.node.cluster.node_timeout == 15000
+    assert make().runtime.node.cluster.node_timeout == 15000
     node = make(**{"cluster-node-timeout": "500"})
-    assert node.rt.node.cluster.node_timeout == 500
+    assert node.runtime.node.cluster.node_timeout == 500
     node.connect().call("CONFIG", "SET", "cluster-node-timeout", "700")
-    assert node.rt.node.cluster.node_timeout == 700
+    assert node.runtime.node.cluster.node_timeout == 700
 
 
 @effect("dedup-window")
 def _dedup_window(make):
-    assert make().rt.node.jobs.dedup.window == 600_000
+    assert make().runtime.node.jobs.dedup.window == 600_000
     node = make(**{"dedup-window": "5"})
-    assert node.rt.node.jobs.dedup.window == 5_000
+    assert node.runtime.node.jobs.dedup.window == 5_000
     node.connect().call("CONFIG", "SET", "dedup-window", "7")
-    assert node.rt.node.jobs.dedup.window == 7_000
+    assert node.runtime.node.jobs.dedup.window == 7_000
 
 
 @effect("watchdog-period")
@@ -326,7 +326,7 @@ def _gc_freeze_interval(make):
 def _federation_policy(make):
     from disque.federation.default import DefaultPolicy
 
-    assert isinstance(make().rt.node.federation.policy, DefaultPolicy)
+    assert isinstance(make().runtime.node.federation.policy, DefaultPolicy)
     with pytest.raises(StrategyError):
         make(**{"federation-policy": "nosuch"})
 
@@ -398,7 +398,7 @@ def counted_fsyncs(monkeypatch):
         calls.append(fd)
         return real(fd)
 
-    monkeypatch.setattr(A.os, "fsync", counting)
+    monkeypatch.setattr(aof.os, "fsync", counting)
     yield calls
 
 
@@ -430,7 +430,7 @@ def _no_appendfsync_on_rewrite(make, monkeypatch):
 
 @effect("aof-rewrite-incremental-fsync")
 def _aof_rewrite_incremental_fsync(make, monkeypatch):
-    monkeypatch.setattr(A, "REWRITE_FSYNC_BYTES", 1)
+    monkeypatch.setattr(aof, "REWRITE_FSYNC_BYTES", 1)
     for value, expected in (("no", 1), ("yes", 4)):  # the final fsync; one per step besides
         node = make(appendonly="yes", appendfsync="no", persistence="aof:rewrite-step=1",
                     **{"aof-rewrite-incremental-fsync": value})
@@ -464,9 +464,9 @@ def _write_aof(directory, tail=b""):
     os.makedirs(directory, exist_ok=True)
     node = NodeState(b"a" * 40, now=int(T0 * 1000))  # alive when the node starts
     job = node.addjob.add(b"q", b"body", 1, 0, 30, 3600, 0, False)
-    job.state = J.QUEUED
+    job.state = QUEUED
     with open(os.path.join(directory, "disque.aof"), "wb") as f:
-        f.write(A.record_bytes((b"LOADJOB", job)) + tail)
+        f.write(aof.record_bytes((b"LOADJOB", job)) + tail)
 
 
 def test_debug_flushall_empties_the_append_only_file_too(make):
@@ -482,7 +482,7 @@ def test_debug_flushall_empties_the_append_only_file_too(make):
 @effect("aof-load-truncated")
 def _aof_load_truncated(make, tmp_path):
     _write_aof(tmp_path / "n0", tail=b"*2\r\n$6\r\nDELJOB")
-    assert len(make(appendonly="yes").rt.node.jobs) == 1
+    assert len(make(appendonly="yes").runtime.node.jobs) == 1
     _write_aof(tmp_path / "n1", tail=b"*2\r\n$6\r\nDELJOB")
     with pytest.raises(AOFError, match="truncated"):
         make(appendonly="yes", **{"aof-load-truncated": "no"})

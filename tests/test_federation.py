@@ -5,8 +5,8 @@ import math
 
 from zope.interface.verify import verifyObject
 
-from disque.core import job as J
-from disque.core import messages as M
+from disque.core.job import ACTIVE, Job, QUEUED
+from disque.core import messages
 from disque.core.queue import PAUSED_OUT, Queue
 from disque.federation.default import (ADHOC_MAX_DELAY, ADHOC_MIN_DELAY, BCAST_MAX_DELAY, BCAST_MIN_DELAY,
                                        IMPORT_RATE_WINDOW, DefaultPolicy)
@@ -115,7 +115,7 @@ def test_import_rate_and_request_size_as_the_original():
 def test_serving_half_the_queue_unless_there_is_plenty_and_not_while_importing():
     p, q = DefaultPolicy(), Queue(b"q", 0)
     for i in range(30):
-        q.jobs.add(J.Job(b"%040d" % i, b"q", b"", J.QUEUED, 1, i, 10**9, 0, 5, 1))
+        q.jobs.add(Job(b"%040d" % i, b"q", b"", QUEUED, 1, i, 10**9, 0, 5, 1))
     assert p.to_serve(q, PEERS[0], 10, T0) == 10  # 30 >= 2 * 10
     assert p.to_serve(q, PEERS[0], 20, T0) == 15  # half of what we have
     assert p.to_serve(q, PEERS[0], 100, T0) == 15
@@ -167,7 +167,7 @@ def test_a_blocked_consumer_gets_a_job_produced_elsewhere_within_the_broadcast_d
     assert sim.now - t <= 2 * BCAST_MIN_DELAY + 100  # the second broadcast, 4 s after the first
     assert job.id not in sim.nodes[0].jobs  # at most once: moved, not copied
     assert sim.nodes[1].queues.get(b"q").fed.sources() == (sim.nodes[0].my_id,)
-    assert any(type(m) is M.YourJobs for _, _, m in sim.delivered)
+    assert any(type(m) is messages.YourJobs for _, _, m in sim.delivered)
 
 
 def test_jobs_imported_from_the_bus_reach_a_blocked_client_at_once_not_at_the_next_tick():
@@ -177,7 +177,7 @@ def test_jobs_imported_from_the_bus_reach_a_blocked_client_at_once_not_at_the_ne
     job = add(sim, 0)
     a = sim.nodes[0]
     a.set_time(sim.now)
-    a.federation.on_needjobs(sim.nodes[1].my_id, M.NeedJobs(b"q", 1))  # as B's NEEDJOBS would
+    a.federation.on_needjobs(sim.nodes[1].my_id, messages.NeedJobs(b"q", 1))  # as B's NEEDJOBS would
     sim._drain(0)
     sim.pump()  # YOURJOBS lands on B: no tick, no time passes
     assert served(sim, consumer) == [[job.id]]
@@ -217,7 +217,7 @@ def test_a_queue_paused_in_output_is_not_a_source():
     block(sim, 1, consumer)
     sim.advance(10000)
     assert served(sim, consumer) == []
-    assert not any(type(m) is M.YourJobs for _, _, m in sim.delivered)
+    assert not any(type(m) is messages.YourJobs for _, _, m in sim.delivered)
 
 
 def test_a_leaving_node_never_asks():
@@ -227,7 +227,7 @@ def test_a_leaving_node_never_asks():
     sim.nodes[1].set_time(sim.now)
     sim.nodes[1].getjob.get_jobs([b"q"], 1)
     sim.advance(5000)
-    assert not any(type(m) is M.NeedJobs and a == 1 for a, _, m in sim.delivered)
+    assert not any(type(m) is messages.NeedJobs and a == 1 for a, _, m in sim.delivered)
 
 
 def test_at_least_once_jobs_keep_a_copy_at_the_source_and_copies_postpone():
@@ -238,9 +238,9 @@ def test_at_least_once_jobs_keep_a_copy_at_the_source_and_copies_postpone():
     sim.advance(2500, step=25)
     assert served(sim, consumer) == [[job.id]]
     src = sim.nodes[0].jobs.get(job.id)
-    assert src is not None and src.state == J.ACTIVE
+    assert src is not None and src.state == ACTIVE
     # B queued it on import and told the copies (QUEUED, no counter bumped).
-    assert any(type(m) is M.Queued and m.counter == M.COUNT_NONE for _, _, m in sim.delivered)
+    assert any(type(m) is messages.Queued and m.counter == messages.COUNT_NONE for _, _, m in sim.delivered)
     assert all(n.jobs.get(job.id).deliv == 0 for n in sim.nodes)
 
 
@@ -295,12 +295,12 @@ def test_no_jobs_are_sent_without_a_link_to_the_requester():
     a, b = sim.nodes[0], sim.nodes[1]
     a.cluster.nodes[b.my_id].connected = False  # our link to B just dropped
     a.set_time(sim.now)
-    a.bus_receive(b.cluster.header(), M.NeedJobs(b"q", 5), None)
+    a.bus_receive(b.cluster.header(), messages.NeedJobs(b"q", 5), None)
     sim._drain(0)
-    assert job.id in a.jobs and a.jobs.get(job.id).state == J.QUEUED
-    assert not any(type(m) is M.YourJobs for _, _, m in sim.delivered)
+    assert job.id in a.jobs and a.jobs.get(job.id).state == QUEUED
+    assert not any(type(m) is messages.YourJobs for _, _, m in sim.delivered)
     a.cluster.nodes[b.my_id].connected = True
-    a.bus_receive(b.cluster.header(), M.NeedJobs(b"q", 5), None)
+    a.bus_receive(b.cluster.header(), messages.NeedJobs(b"q", 5), None)
     sim._drain(0)
     sim.pump()
     assert job.id not in a.jobs and b.queues.get(b"q").jobs[0].id == job.id
@@ -313,7 +313,7 @@ def test_the_example_policy_gives_at_most_half_a_queue_per_request():
         add(sim, 0, body=b"%d" % i)
     a, b = sim.nodes[0], sim.nodes[1]
     a.set_time(sim.now)
-    a.bus_receive(b.cluster.header(), M.NeedJobs(b"q", 10), None)
+    a.bus_receive(b.cluster.header(), messages.NeedJobs(b"q", 10), None)
     sim._drain(0)
     sim.pump()
     assert len(a.queues.get(b"q").jobs) == 2 and len(b.queues.get(b"q").jobs) == 3

@@ -32,11 +32,11 @@ NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Conf
                  "Jobs", "Queues", "Memory", "Federation", "AddJob", "GetJob", "Requeue", "Acks"}
 
 
-def _workload(rt, clock):
+def _workload(runtime, clock):
     """Every kind of long-lived object the node makes, then let go of all:
     clients (some blocked, some killed), jobs in every state, queues that
     are reclaimed, paused queues, scans."""
-    conns = [connect(rt) for _ in range(4)]
+    conns = [connect(runtime) for _ in range(4)]
     (p1, t1), (p2, t2), (p3, t3), (p4, t4) = conns
     p1.dataReceived(cmd("CLIENT", "SETNAME", "producer"))
     ids = []
@@ -55,24 +55,24 @@ def _workload(rt, clock):
     p4.dataReceived(cmd("NACK", *ids[10:15]) + cmd("WORKING", ids[20]) + cmd("FASTACK", ids[21]))
     p4.dataReceived(cmd("PAUSE", "q2", "in") + cmd("QSCAN", "0") + cmd("JSCAN", "0", "REPLY", "all"))
     clock.advance(2)  # requeues, the timed-out GETJOB
-    rt.tick()
+    runtime.tick()
     p1.dataReceived(cmd("PAUSE", "q2", "none"))
     p1.dataReceived(cmd("CLIENT", "KILL", "SKIPME", "yes", "ID", str(p3.client.id)))
     for proto, _ in conns:
         if proto.client is not None:
             proto.connectionLost(Failure(ConnectionDone()))
     clock.advance(2 * 86400)  # every job's TTL is over
-    rt.tick()
+    runtime.tick()
     clock.advance(400)  # the emptied queues are idle long enough to go
-    rt.tick()
-    assert len(rt.node.jobs) == 0 and len(rt.node.queues) == 0
+    runtime.tick()
+    assert len(runtime.node.jobs) == 0 and len(runtime.node.queues) == 0
 
 
 def test_the_node_leaves_no_cyclic_garbage(clean_gc):
-    rt, clock = make_runtime()
+    runtime, clock = make_runtime()
     gc.disable()
-    _workload(rt, clock)
-    del rt
+    _workload(runtime, clock)
+    del runtime
     gc.set_debug(gc.DEBUG_SAVEALL)
     gc.collect()
     ours = {type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("disque")}
@@ -85,14 +85,14 @@ def test_the_node_leaves_no_cyclic_garbage(clean_gc):
 def test_the_check_above_can_see_a_cycle(clean_gc):
     """The same check finds a per-client cycle (a client that still points
     at its connection after the connection pointed at it)."""
-    rt, clock = make_runtime()
-    proto, _ = connect(rt)
+    runtime, clock = make_runtime()
+    proto, _ = connect(runtime)
     client = proto.client
     gc.disable()
     proto.connectionLost(Failure(ConnectionDone()))
     client.conn = proto
     proto.client = client  # the cycle connectionLost breaks, remade by hand
-    del proto, client, rt
+    del proto, client, runtime
     gc.set_debug(gc.DEBUG_SAVEALL)
     gc.collect()
     ours = {type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("disque")}
@@ -100,8 +100,8 @@ def test_the_check_above_can_see_a_cycle(clean_gc):
 
 
 def test_frozen_jobs_are_not_walked_by_collections(clean_gc):
-    rt, clock = make_runtime()
-    proto, tr = connect(rt)
+    runtime, clock = make_runtime()
+    proto, tr = connect(runtime)
     for i in range(20000):
         proto.dataReceived(cmd("ADDJOB", "q", "x" * 100, "0"))
     tr.clear()
@@ -113,7 +113,7 @@ def test_frozen_jobs_are_not_walked_by_collections(clean_gc):
     assert gc.get_freeze_count() >= 20000
     # Frozen objects still die by reference counting.
     proto.dataReceived(cmd("DEBUG", "FLUSHALL"))
-    assert len(rt.node.jobs) == 0
+    assert len(runtime.node.jobs) == 0
 
 
 def test_freezer_service_runs_every_interval(clean_gc):

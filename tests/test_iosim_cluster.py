@@ -10,7 +10,7 @@ of the spec ("Cluster messages" in the README) from it."""
 
 import pytest
 
-from disque.core import messages as M
+from disque.core import messages
 from disque.testing import ErrorReply, IOSimCluster
 
 NOREPL_TIMEOUT = b"NOREPL Timeout reached before replicating to the requested number of nodes"
@@ -34,7 +34,7 @@ def registered_jobs(client):
     return int(fields(client.call("INFO", "JOBS"))[b"registered_jobs"])
 
 
-def messages(cluster, since, *types):
+def received(cluster, since, *types):
     """(sender, receiver, type name) of the bus messages delivered since
     ``since`` (an index of cluster.frames), of the given types or all."""
     return [(s, r, type(m).__name__) for s, r, m in cluster.frames[since:]
@@ -55,7 +55,7 @@ def pair(tmp_path):
 
 def test_nodes_meet_over_the_bus(pair):
     cluster, a, b = pair
-    assert messages(cluster, 0)[:2] == [(0, 1, "Meet"), (1, 0, "Pong")]
+    assert received(cluster, 0)[:2] == [(0, 1, "Meet"), (1, 0, "Pong")]
     b_id = b.call("CLUSTER", "MYID")
     assert b_id in a.call("CLUSTER", "NODES") and link_state(a) == b"connected"
 
@@ -66,14 +66,14 @@ def test_addjob_replicates_to_b_and_answers_only_after_gotjob(pair):
     cluster.hold(1, 0)  # B's answers stay in flight
     a.send("ADDJOB", "q", "body", 5000, "REPLICATE", 2)
     cluster.advance(0.2)
-    repl = [m for s, r, m in cluster.frames[start:] if isinstance(m, M.ReplJob)]
+    repl = [m for s, r, m in cluster.frames[start:] if isinstance(m, messages.ReplJob)]
     assert repl and all(m.job.queue == b"q" and m.job.body == b"body" and m.job.repl == 2 for m in repl)
     job_id = repl[0].job.id
     assert not a.replies  # B has its copy, A has not heard so yet
     assert b.call("SHOW", job_id)[4:6] == [b"state", b"active"]
 
     cluster.release(1, 0)
-    assert messages(cluster, start, M.GotJob) and a.reply() == job_id
+    assert received(cluster, start, messages.GotJob) and a.reply() == job_id
     assert a.call("SHOW", job_id)[4:6] == [b"state", b"queued"]
 
 
@@ -86,12 +86,12 @@ def test_getjob_and_ack_on_b_then_both_nodes_forget_the_job(pair):
     b.send("GETJOB", "TIMEOUT", 1000, "FROM", "q")
     cluster.pump()
     assert b.reply() == [[b"q", job_id, b"body"]]  # moved from A by federation
-    assert messages(cluster, start, M.NeedJobs, M.YourJobs)[:2] == [(1, 0, "NeedJobs"), (0, 1, "YourJobs")]
+    assert received(cluster, start, messages.NeedJobs, messages.YourJobs)[:2] == [(1, 0, "NeedJobs"), (0, 1, "YourJobs")]
 
     start = len(cluster.frames)
     assert b.call("ACKJOB", job_id) == 1
     cluster.advance(0.5)
-    assert messages(cluster, start, M.SetAck, M.GotAck, M.DelJob) == [
+    assert received(cluster, start, messages.SetAck, messages.GotAck, messages.DelJob) == [
         (1, 0, "SetAck"), (0, 1, "GotAck"), (1, 0, "DelJob")]
     assert a.call("SHOW", job_id) is None and b.call("SHOW", job_id) is None
     assert registered_jobs(a) == registered_jobs(b) == 0
@@ -110,7 +110,7 @@ def test_link_lost_mid_replication_gives_norepl_at_the_timeout(pair):
     cluster.advance(0.2)
     assert producer.reply() == ErrorReply(NOREPL_TIMEOUT)
     assert producer.raw[-1] == b"-" + NOREPL_TIMEOUT + b"\r\n"
-    assert messages(cluster, start, M.ReplJob) == []
+    assert received(cluster, start, messages.ReplJob) == []
     assert registered_jobs(a) == registered_jobs(b) == 0
 
     cluster.heal()

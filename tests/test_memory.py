@@ -4,7 +4,7 @@ above 95%, -OOM at 100% (core with a fake clock, then real processes)."""
 import hiredis
 import pytest
 
-from disque.core import job as J
+from disque.core.job import ACKED
 from disque.core.errors import CommandError
 from disque.core.memory import JOB_OVERHEAD
 from disque.core.node import NodeState
@@ -52,7 +52,7 @@ def test_eviction_takes_only_what_no_guarantee_needs():
     for j in list(keep.jobs.values())[:10]:
         keep.acks.acknowledge(j)
     keep.memory.set_limit(1)
-    assert len(keep.jobs) == 90 and all(j.state != J.ACKED for j in keep.jobs.values())
+    assert len(keep.jobs) == 90 and all(j.state != ACKED for j in keep.jobs.values())
 
 
 def test_oom_tiers_on_a_real_node(tmp_path):

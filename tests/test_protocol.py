@@ -30,8 +30,8 @@ def make_runtime(**overrides):
     return NodeRuntime(config, clock, NoPersistence(), lambda: None), clock
 
 
-def connect(rt):
-    proto = RespProtocol(rt)
+def connect(runtime):
+    proto = RespProtocol(runtime)
     transport = CountingTransport()
     proto.makeConnection(transport)
     return proto, transport
@@ -52,17 +52,17 @@ def take(transport):
 
 
 def test_pipeline_is_answered_with_one_write():
-    rt, _ = make_runtime()
-    proto, tr = connect(rt)
+    runtime, _ = make_runtime()
+    proto, tr = connect(runtime)
     proto.dataReceived(cmd("PING") + b"PING\r\n" + cmd("QLEN", "q") + cmd("PING", "x"))
     assert take(tr) == b"+PONG\r\n+PONG\r\n:0\r\n$1\r\nx\r\n"
     assert tr.writes == 1
 
 
 def test_blocked_getjob_parks_the_pipeline_until_served():
-    rt, clock = make_runtime()
-    consumer, ctr = connect(rt)
-    producer, ptr = connect(rt)
+    runtime, clock = make_runtime()
+    consumer, ctr = connect(runtime)
+    producer, ptr = connect(runtime)
     consumer.dataReceived(cmd("GETJOB", "FROM", "q") + cmd("PING", "after"))
     assert take(ctr) == b""
     producer.dataReceived(cmd("ADDJOB", "q", "body", 0))
@@ -73,8 +73,8 @@ def test_blocked_getjob_parks_the_pipeline_until_served():
 
 
 def test_getjob_timeout_answers_null_array_on_the_clock():
-    rt, clock = make_runtime()
-    proto, tr = connect(rt)
+    runtime, clock = make_runtime()
+    proto, tr = connect(runtime)
     proto.dataReceived(cmd("GETJOB", "TIMEOUT", 250, "FROM", "q"))
     clock.advance(0.2)
     assert take(tr) == b""
@@ -83,8 +83,8 @@ def test_getjob_timeout_answers_null_array_on_the_clock():
 
 
 def test_requeue_and_ttl_follow_the_clock():
-    rt, clock = make_runtime()
-    proto, tr = connect(rt)
+    runtime, clock = make_runtime()
+    proto, tr = connect(runtime)
     proto.dataReceived(cmd("ADDJOB", "q", "b", 0, "RETRY", 1, "TTL", 5))
     job_id = take(tr)[1:-2]
     proto.dataReceived(cmd("GETJOB", "NOHANG", "FROM", "q") + cmd("QLEN", "q"))
@@ -98,18 +98,18 @@ def test_requeue_and_ttl_follow_the_clock():
 
 
 def test_disconnected_blocked_client_takes_no_job():
-    rt, _ = make_runtime()
-    consumer, _ = connect(rt)
+    runtime, _ = make_runtime()
+    consumer, _ = connect(runtime)
     consumer.dataReceived(cmd("GETJOB", "FROM", "q"))
     consumer.connectionLost(None)
-    producer, ptr = connect(rt)
+    producer, ptr = connect(runtime)
     producer.dataReceived(cmd("ADDJOB", "q", "b", 0) + cmd("QLEN", "q"))
     assert take(ptr).endswith(b":1\r\n")
 
 
 def test_protocol_error_after_good_commands_answers_them_then_closes():
-    rt, _ = make_runtime()
-    proto, tr = connect(rt)
+    runtime, _ = make_runtime()
+    proto, tr = connect(runtime)
     proto.dataReceived(b"PING\r\n*abc\r\n")
     assert take(tr) == b"+PONG\r\n-ERR Protocol error: invalid multibulk length\r\n"
     assert tr.disconnecting
@@ -117,8 +117,8 @@ def test_protocol_error_after_good_commands_answers_them_then_closes():
 
 
 def test_client_reply_off_skip_on():
-    rt, _ = make_runtime()
-    proto, tr = connect(rt)
+    runtime, _ = make_runtime()
+    proto, tr = connect(runtime)
     proto.dataReceived(cmd("CLIENT", "REPLY", "OFF") + cmd("PING"))
     assert take(tr) == b""
     proto.dataReceived(cmd("CLIENT", "REPLY", "ON") + cmd("CLIENT", "REPLY", "SKIP") + cmd("PING", "a") + cmd("PING", "b"))
@@ -126,26 +126,26 @@ def test_client_reply_off_skip_on():
 
 
 def test_maxclients_rejects_extra_connections():
-    rt, _ = make_runtime(maxclients="2")
-    connect(rt)
-    connect(rt)
-    third, tr = connect(rt)
+    runtime, _ = make_runtime(maxclients="2")
+    connect(runtime)
+    connect(runtime)
+    third, tr = connect(runtime)
     assert take(tr) == b"-ERR max number of clients reached\r\n"
-    assert tr.disconnecting and rt.ctx.stats.rejected == 1
+    assert tr.disconnecting and runtime.ctx.stats.rejected == 1
 
 
 def test_requirepass():
-    rt, _ = make_runtime(requirepass="s3cret")
-    proto, tr = connect(rt)
+    runtime, _ = make_runtime(requirepass="s3cret")
+    proto, tr = connect(runtime)
     proto.dataReceived(cmd("PING") + cmd("AUTH", "bad") + cmd("AUTH", "s3cret") + cmd("PING"))
     assert take(tr) == (b"-NOAUTH Authentication required.\r\n-ERR invalid password\r\n"
                         b"+OK\r\n+PONG\r\n")
 
 
 def test_leaving_unblocks_waiting_consumers():
-    rt, _ = make_runtime()
-    consumer, ctr = connect(rt)
-    admin, atr = connect(rt)
+    runtime, _ = make_runtime()
+    consumer, ctr = connect(runtime)
+    admin, atr = connect(runtime)
     consumer.dataReceived(cmd("GETJOB", "FROM", "q"))
     admin.dataReceived(cmd("CLUSTER", "LEAVING", "yes"))
     assert take(atr) == b"+OK\r\n"
@@ -157,8 +157,8 @@ def test_exact_wake_ups_when_sooner_deadlines_come_after_later_ones():
     says a deadline may be sooner: a DELAY job or a GETJOB timeout added
     after far-future jobs must still wake the node on time (there is no
     periodic tick here, only the exact wake-up)."""
-    rt, clock = make_runtime()
-    proto, tr = connect(rt)
+    runtime, clock = make_runtime()
+    proto, tr = connect(runtime)
     for _ in range(3):
         proto.dataReceived(cmd("ADDJOB", "far", "x", "0"))  # requeue in 8640 s
     proto.dataReceived(cmd("ADDJOB", "soon", "y", "0", "DELAY", "1"))
@@ -166,7 +166,7 @@ def test_exact_wake_ups_when_sooner_deadlines_come_after_later_ones():
     clock.advance(1.011)
     proto.dataReceived(cmd("QLEN", "soon"))
     assert take(tr) == b":1\r\n"
-    other, tr2 = connect(rt)
+    other, tr2 = connect(runtime)
     other.dataReceived(cmd("GETJOB", "TIMEOUT", "50", "FROM", "empty"))
     assert take(tr2) == b""
     clock.advance(0.051)
@@ -182,8 +182,8 @@ def test_info_server_names_the_runtime_and_the_interpreters_compiler():
     import platform
     import re
 
-    rt, _ = make_runtime()
-    proto, tr = connect(rt)
+    runtime, _ = make_runtime()
+    proto, tr = connect(runtime)
     proto.dataReceived(cmd("INFO", "server"))
     fields = dict(line.split(b":", 1) for line in take(tr).split(b"\r\n")[1:] if b":" in line)
     assert fields[b"runtime"] == ("%s %s" % (platform.python_implementation(), platform.python_version())).encode()

@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from spark_support import add_jobs
 from support import NodeProcess, free_port
 
 

@@ -3,7 +3,6 @@ job in the cluster once with its fields, without consuming it; a streaming
 query moves every job through foreachBatch and leaves nothing behind."""
 
 import os
-import time
 from datetime import datetime, timedelta, timezone
 
 from pyspark import TaskContext

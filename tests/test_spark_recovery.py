@@ -12,7 +12,6 @@ driver processes): most of their time is Spark start-up."""
 
 import json
 import threading
-import time
 
 import pytest
 

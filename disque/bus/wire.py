@@ -28,7 +28,7 @@ decision for a future version to make, not an accident.
 
 import struct
 
-from ..core import messages as M
+from ..core import messages
 
 VERSION = 2
 MAGIC = b"DQ"
@@ -150,13 +150,13 @@ class _Reader:
         repl, ctime, etime, delay, retry, nacks, deliv = self.unpack(_JOB_NUMS)
         delivered = self.ids()
         key = self.take(self.u16()) if self.version >= 2 else b""
-        return M.JobRecord(job_id, queue, body, repl, ctime, etime, delay, retry, nacks, deliv, delivered, key)
+        return messages.JobRecord(job_id, queue, body, repl, ctime, etime, delay, retry, nacks, deliv, delivered, key)
 
     def gossip(self):
         n = self.u16()
         if n > MAX_GOSSIP:
             raise WireError("too many gossip entries")
-        return tuple(M.Gossip(self.id(), self.str8(), self.u16(), self.u8()) for _ in range(n))
+        return tuple(messages.Gossip(self.id(), self.str8(), self.u16(), self.u8()) for _ in range(n))
 
 
 def _put_gossip(out, entries):
@@ -180,7 +180,7 @@ def _gossip_msg(cls):
 
 
 def _counter(value):
-    if value > M.COUNT_NACK:
+    if value > messages.COUNT_NACK:
         raise WireError("bad QUEUED counter")
     return value
 
@@ -197,39 +197,39 @@ def _get_jobs(r):
     n = r.u32()
     if n > MAX_JOBS:
         raise WireError("too many jobs")
-    return M.YourJobs(tuple(r.job() for _ in range(n)))
+    return messages.YourJobs(tuple(r.job() for _ in range(n)))
 
 
 _CODECS = {
-    M.Meet: _gossip_msg(M.Meet),
-    M.Ping: _gossip_msg(M.Ping),
-    M.Pong: _gossip_msg(M.Pong),
-    M.Fail: _one_id(M.Fail),
-    M.ReplJob: (lambda out, m: _put_job(out, m.job), lambda r: M.ReplJob(r.job())),
-    M.GotJob: _one_id(M.GotJob),
-    M.Enqueue: _one_id(M.Enqueue),
-    M.WillQueue: _one_id(M.WillQueue),
-    M.Queued: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(m.counter))),
-               lambda r: M.Queued(r.id(), _counter(r.u8()))),
-    M.Working: _one_id(M.Working),
-    M.SetAck: (lambda out, m: (_put_id(out, m.job_id), out.append(_U32.pack(m.may_have))),
-               lambda r: M.SetAck(r.id(), r.u32())),
-    M.GotAck: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.known else 0))),
-               lambda r: M.GotAck(r.id(), r.bool())),
-    M.DelJob: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.void else 0))),
-               lambda r: M.DelJob(r.id(), r.bool() if r.version >= 2 else False)),
-    M.NeedJobs: (lambda out, m: (_put_str32(out, m.queue), out.append(_U32.pack(m.count))),
-                 lambda r: M.NeedJobs(r.str32(), r.u32())),
-    M.YourJobs: (lambda out, m: _put_jobs(out, m.jobs), _get_jobs),
-    M.Pause: (lambda out, m: (_put_str32(out, m.queue), out.append(_U8.pack(m.flags))),
-              lambda r: M.Pause(r.str32(), r.u8())),
+    messages.Meet: _gossip_msg(messages.Meet),
+    messages.Ping: _gossip_msg(messages.Ping),
+    messages.Pong: _gossip_msg(messages.Pong),
+    messages.Fail: _one_id(messages.Fail),
+    messages.ReplJob: (lambda out, m: _put_job(out, m.job), lambda r: messages.ReplJob(r.job())),
+    messages.GotJob: _one_id(messages.GotJob),
+    messages.Enqueue: _one_id(messages.Enqueue),
+    messages.WillQueue: _one_id(messages.WillQueue),
+    messages.Queued: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(m.counter))),
+               lambda r: messages.Queued(r.id(), _counter(r.u8()))),
+    messages.Working: _one_id(messages.Working),
+    messages.SetAck: (lambda out, m: (_put_id(out, m.job_id), out.append(_U32.pack(m.may_have))),
+               lambda r: messages.SetAck(r.id(), r.u32())),
+    messages.GotAck: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.known else 0))),
+               lambda r: messages.GotAck(r.id(), r.bool())),
+    messages.DelJob: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.void else 0))),
+               lambda r: messages.DelJob(r.id(), r.bool() if r.version >= 2 else False)),
+    messages.NeedJobs: (lambda out, m: (_put_str32(out, m.queue), out.append(_U32.pack(m.count))),
+                 lambda r: messages.NeedJobs(r.str32(), r.u32())),
+    messages.YourJobs: (lambda out, m: _put_jobs(out, m.jobs), _get_jobs),
+    messages.Pause: (lambda out, m: (_put_str32(out, m.queue), out.append(_U8.pack(m.flags))),
+              lambda r: messages.Pause(r.str32(), r.u8())),
 }
-_CODE_OF = {cls: code for code, cls in M.TYPES}
-_CLASS_OF = {code: cls for code, cls in M.TYPES}
+_CODE_OF = {cls: code for code, cls in messages.TYPES}
+_CLASS_OF = {code: cls for code, cls in messages.TYPES}
 assert set(_CODECS) == set(_CODE_OF)
 
 
-def encode(header: M.Header, msg) -> bytes:
+def encode(header: messages.Header, msg) -> bytes:
     """The frame (without the length prefix) for ``msg`` sent by ``header``."""
     cls = type(msg)
     code = _CODE_OF.get(cls)
@@ -262,4 +262,4 @@ def decode(frame: bytes):
     msg = _CODECS[cls][1](r)
     if r.pos != r.end:
         raise WireError("trailing bytes")
-    return M.Header(bytes(sender), bytes(host), port, flags), msg
+    return messages.Header(bytes(sender), bytes(host), port, flags), msg

@@ -18,7 +18,6 @@ import time
 
 from ..config import ConfigError
 from ..core.errors import CommandError
-from ..resp import reply as R
 
 
 
@@ -124,7 +123,7 @@ def dispatch(ctx, client, argv) -> bytes:
 
 
 def feed_monitors(ctx, client, argv) -> None:
-    now = ctx.host.now_us()
+    now = ctx.runtime.now_us()
     args = b" ".join(b'"' + _repr(a) + b'"' for a in argv)
     line = b"+%d.%06d [%s] %s\r\n" % (now // 1_000_000, now % 1_000_000, client.addr, args)
     for m in list(ctx.monitors):

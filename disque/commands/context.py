@@ -2,14 +2,14 @@
 
 Handlers are pure functions of ``(ctx, client, argv)``; anything that needs
 the process or the reactor (shutting down, sleeping, process statistics)
-goes through ``ctx.host``, an :class:`disque.interfaces.INodeHost`
+goes through ``ctx.runtime``, an :class:`disque.interfaces.INodeRuntime`
 provided by the service (:class:`disque.service.NodeRuntime`; in-memory
 tests build a real one on a ``task.Clock``).
 """
 
 from collections import deque
 
-from ..resp.reply import REPLY_OFF, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT  # noqa: F401
+from ..resp.reply import REPLY_ON
 
 
 class ClientState:
@@ -145,12 +145,12 @@ class Context:
     ``latency_threshold`` (ms) follow their directives (read on every
     command, so kept here rather than looked up)."""
 
-    def __init__(self, node, config, host):
+    def __init__(self, node, config, runtime):
         from . import renamed_table
 
         self.node = node
         self.config = config
-        self.host = host
+        self.runtime = runtime
         self.commands = renamed_table(config["rename-command"])
         self.clients = {}  # id -> ClientState
         self.stats = Stats()

@@ -2,10 +2,10 @@
 ENQUEUE, DEQUEUE, LOADJOB, JSCAN.  Parsing and reply shaping only; the state
 changes live in :mod:`disque.core.node`."""
 
-from ..core import job as J
+from ..core.job import DEFAULT_TTL, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
 from ..core.dedup import MAX_KEY_LEN
 from ..core.errors import CommandError
-from ..resp import reply as R
+from ..resp import reply
 from ..resp.reply import ReplySlot
 from . import command
 from .args import parse_cursor, parse_int_or_error, parse_ll, parse_timeout, validate_ids
@@ -44,7 +44,7 @@ def addjob(ctx, client, argv):
     node = ctx.node
     size = node.cluster.size
     repl = 3 if size > 3 else size
-    ttl = J.DEFAULT_TTL
+    ttl = DEFAULT_TTL
     retry = -1
     delay = 0
     maxlen = 0
@@ -98,7 +98,7 @@ def addjob(ctx, client, argv):
             return b"+" + job + b"\r\n"
     if job is None:
         job = node.addjob.add(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_, dedup)
-    if job.state == J.WAIT_REPL:  # new, or a repeat of one still replicating: its outcome
+    if job.state == WAIT_REPL:  # new, or a repeat of one still replicating: its outcome
         slot = ReplySlot(client.conn)
         node.addjob.await_replication(job, slot, timeout, b"+" + job.id + b"\r\n", NOREPL_TIMEOUT)
         return slot
@@ -118,29 +118,29 @@ def render_job_info(node, job) -> bytes:
     if ttl < 0:
         ttl = 0
     if job.qtime == 0:
-        requeue = R.NULL_BULK
+        requeue = reply.NULL_BULK
     else:
-        requeue = R.integer(max(job.qtime - now, 0))
-    awake = R.integer(max(job.awake - now, 0)) if job.awake else R.NULL_BULK
+        requeue = reply.integer(max(job.qtime - now, 0))
+    awake = reply.integer(max(job.awake - now, 0)) if job.awake else reply.NULL_BULK
     confirmed = job.confirmed or ()
     dedup = job.dedup
     return b"".join((
         b"*32\r\n" if dedup is not None else b"*30\r\n", b"$2\r\nid\r\n$40\r\n", job.id,
-        b"\r\n$5\r\nqueue\r\n", R.bulk_or_null(job.queue),
-        b"$5\r\nstate\r\n", R.bulk(J.STATE_NAMES[job.state]),
-        b"$4\r\nrepl\r\n", R.integer(job.repl),
-        b"$3\r\nttl\r\n", R.integer(ttl),
-        b"$5\r\nctime\r\n", R.integer(job.ctime),
-        b"$5\r\ndelay\r\n", R.integer(job.delay),
-        b"$5\r\nretry\r\n", R.integer(job.retry),
-        b"$5\r\nnacks\r\n", R.integer(job.nacks),
-        b"$21\r\nadditional-deliveries\r\n", R.integer(job.deliv),
-        b"$15\r\nnodes-delivered\r\n", R.bulk_array(job.delivered),
-        b"$15\r\nnodes-confirmed\r\n", R.bulk_array(confirmed),
+        b"\r\n$5\r\nqueue\r\n", reply.bulk_or_null(job.queue),
+        b"$5\r\nstate\r\n", reply.bulk(STATE_NAMES[job.state]),
+        b"$4\r\nrepl\r\n", reply.integer(job.repl),
+        b"$3\r\nttl\r\n", reply.integer(ttl),
+        b"$5\r\nctime\r\n", reply.integer(job.ctime),
+        b"$5\r\ndelay\r\n", reply.integer(job.delay),
+        b"$5\r\nretry\r\n", reply.integer(job.retry),
+        b"$5\r\nnacks\r\n", reply.integer(job.nacks),
+        b"$21\r\nadditional-deliveries\r\n", reply.integer(job.deliv),
+        b"$15\r\nnodes-delivered\r\n", reply.bulk_array(job.delivered),
+        b"$15\r\nnodes-confirmed\r\n", reply.bulk_array(confirmed),
         b"$19\r\nnext-requeue-within\r\n", requeue,
         b"$17\r\nnext-awake-within\r\n", awake,
-        b"$4\r\nbody\r\n", R.bulk_or_null(job.body),
-        b"$5\r\ndedup\r\n" + R.bulk(dedup) if dedup is not None else b"",
+        b"$4\r\nbody\r\n", reply.bulk_or_null(job.body),
+        b"$5\r\ndedup\r\n" + reply.bulk(dedup) if dedup is not None else b"",
     ))
 
 
@@ -149,7 +149,7 @@ def show(ctx, client, argv):
     validate_ids(argv[1:2])
     job = ctx.node.jobs.get(argv[1])
     if job is None:
-        return R.NULL_BULK
+        return reply.NULL_BULK
     return render_job_info(ctx.node, job)
 
 
@@ -202,7 +202,7 @@ def jscan(ctx, client, argv):
         if opt == b"queue":
             queue[0] = value
         elif opt == b"state":
-            state = J.STATE_BY_NAME.get(value.lower())
+            state = STATE_BY_NAME.get(value.lower())
             if state is None:
                 raise CommandError(b"ERR", b"Invalid job state name")
             states.add(state)
@@ -239,50 +239,50 @@ def jscan(ctx, client, argv):
 def ackjob(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return R.integer(ctx.node.acks.ack_jobs(ids))
+    return reply.integer(ctx.node.acks.ack_jobs(ids))
 
 
 @command("fastack", -1, "write fast")
 def fastack(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return R.integer(ctx.node.acks.fast_ack(ids))
+    return reply.integer(ctx.node.acks.fast_ack(ids))
 
 
 @command("deljob", -1, "write fast")
 def deljob(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return R.integer(ctx.node.acks.delete_jobs(ids))
+    return reply.integer(ctx.node.acks.delete_jobs(ids))
 
 
 @command("enqueue", -1, "write denyoom fast")
 def enqueue(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return R.integer(ctx.node.requeue.enqueue_jobs(ids, nack=False))
+    return reply.integer(ctx.node.requeue.enqueue_jobs(ids, nack=False))
 
 
 @command("nack", -1, "write denyoom fast")
 def nack(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return R.integer(ctx.node.requeue.enqueue_jobs(ids, nack=True))
+    return reply.integer(ctx.node.requeue.enqueue_jobs(ids, nack=True))
 
 
 @command("dequeue", -1, "write fast")
 def dequeue(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return R.integer(ctx.node.requeue.dequeue_jobs(ids))
+    return reply.integer(ctx.node.requeue.dequeue_jobs(ids))
 
 
 @command("working", 2, "write fast")
 def working(ctx, client, argv):
     validate_ids(argv[1:2])
-    return R.integer(ctx.node.requeue.working(argv[1]))
+    return reply.integer(ctx.node.requeue.working(argv[1]))
 
 
 @command("loadjob", 2, "write")
 def loadjob(ctx, client, argv):
-    return R.err(b"LOADJOB is a special command only processed from AOF")
+    return reply.err(b"LOADJOB is a special command only processed from AOF")

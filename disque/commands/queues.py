@@ -2,7 +2,7 @@
 
 from ..core.errors import CommandError
 from ..core.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PAUSE_NAMES
-from ..resp import reply as R
+from ..resp import reply
 from ..resp.reply import BLOCKED
 from . import command
 from .args import parse_int_or_error, parse_ll, parse_timeout
@@ -72,17 +72,17 @@ def getjob(ctx, client, argv):
     if jobs:
         return render_jobs(jobs, withcounters)
     if nohang:
-        return R.NULL_ARRAY
+        return reply.NULL_ARRAY
     if node.cluster.leaving:
         return LEAVING
-    node.getjob.block(client, queues, timeout, _serve_with_counters if withcounters else render_jobs, R.NULL_ARRAY)
+    node.getjob.block(client, queues, timeout, _serve_with_counters if withcounters else render_jobs, reply.NULL_ARRAY)
     return BLOCKED
 
 
 @command("qlen", 2, "readonly fast")
 def qlen(ctx, client, argv):
     q = ctx.node.queues.get(argv[1])
-    return R.integer(len(q.jobs) if q is not None else 0)
+    return reply.integer(len(q.jobs) if q is not None else 0)
 
 
 @command("qpeek", 3, "readonly")
@@ -90,7 +90,7 @@ def qpeek(ctx, client, argv):
     count = parse_int_or_error(argv[2])
     q = ctx.node.queues.get(argv[1])
     if q is None or not q.jobs or count == 0:
-        return R.EMPTY_ARRAY
+        return reply.EMPTY_ARRAY
     jobs = q.jobs
     if count > 0:
         picked = jobs[:count]
@@ -104,22 +104,22 @@ def qstat(ctx, client, argv):
     node = ctx.node
     q = node.queues.get(argv[1])
     if q is None:
-        return R.NULL_ARRAY
+        return reply.NULL_ARRAY
     now_s = node.now // 1000
     fed = q.fed
     sources = fed.sources() if fed is not None else ()
     rate = fed.import_rate(node.now) if fed is not None else 0
     return b"".join((
-        b"*20\r\n$4\r\nname\r\n", R.bulk(q.name),
-        b"$3\r\nlen\r\n", R.integer(len(q.jobs)),
-        b"$3\r\nage\r\n", R.integer(max(now_s - q.ctime, 0)),
-        b"$4\r\nidle\r\n", R.integer(max(now_s - q.atime, 0)),
-        b"$7\r\nblocked\r\n", R.integer(len(q.waiting) if q.waiting else 0),
-        b"$11\r\nimport-from\r\n", R.bulk_array(sources),
-        b"$11\r\nimport-rate\r\n", R.integer(rate),
-        b"$7\r\njobs-in\r\n", R.integer(q.jobs_in),
-        b"$8\r\njobs-out\r\n", R.integer(q.jobs_out),
-        b"$5\r\npause\r\n", R.bulk(q.paused_name()),
+        b"*20\r\n$4\r\nname\r\n", reply.bulk(q.name),
+        b"$3\r\nlen\r\n", reply.integer(len(q.jobs)),
+        b"$3\r\nage\r\n", reply.integer(max(now_s - q.ctime, 0)),
+        b"$4\r\nidle\r\n", reply.integer(max(now_s - q.atime, 0)),
+        b"$7\r\nblocked\r\n", reply.integer(len(q.waiting) if q.waiting else 0),
+        b"$11\r\nimport-from\r\n", reply.bulk_array(sources),
+        b"$11\r\nimport-rate\r\n", reply.integer(rate),
+        b"$7\r\njobs-in\r\n", reply.integer(q.jobs_in),
+        b"$8\r\njobs-out\r\n", reply.integer(q.jobs_out),
+        b"$5\r\npause\r\n", reply.bulk(q.paused_name()),
     ))
 
 
@@ -150,7 +150,7 @@ def qscan(ctx, client, argv):
         return True
 
     cursor, queues = ctx.node.queues.scan(cursor, count, match, busyloop)
-    return scan_reply(cursor, b"".join(R.bulk(q.name) for q in queues), len(queues))
+    return scan_reply(cursor, b"".join(reply.bulk(q.name) for q in queues), len(queues))
 
 
 _PAUSE_OPTS = {b"none": 0, b"in": PAUSED_IN, b"out": PAUSED_OUT, b"all": PAUSED_ALL}

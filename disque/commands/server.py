@@ -5,8 +5,7 @@ import re
 
 from .. import DISQUE_VERSION
 from ..config import ConfigSetError
-from ..core.errors import CommandError
-from ..resp import reply as R
+from ..resp import reply
 from . import ORDER, TABLE, command
 from .args import parse_int_or_error, parse_ll
 from .jobs import SYNTAX
@@ -16,13 +15,13 @@ from .jobs import SYNTAX
 def ping(ctx, client, argv):
     if len(argv) > 2:
         return b"-ERR wrong number of arguments for 'ping' command\r\n"
-    return R.bulk(argv[1]) if len(argv) == 2 else R.PONG
+    return reply.bulk(argv[1]) if len(argv) == 2 else reply.PONG
 
 
 @command("time", 1, "readonly fast")
 def time_(ctx, client, argv):
-    us = ctx.host.now_us()
-    return R.bulk_array((b"%d" % (us // 1_000_000), b"%d" % (us % 1_000_000)))
+    us = ctx.runtime.now_us()
+    return reply.bulk_array((b"%d" % (us // 1_000_000), b"%d" % (us % 1_000_000)))
 
 
 def node_priority(node, cluster_node) -> bytes:
@@ -48,8 +47,8 @@ def hello(ctx, client, argv):
     # all in the top level array (helloCommand).
     entries = []
     for n in ordered_nodes(node):
-        entries.append(R.bulk_array((n.id, n.host, b"%d" % n.port, node_priority(node, n))))
-    return b"*%d\r\n:1\r\n" % (2 + len(entries)) + R.bulk(node.my_id) + b"".join(entries)
+        entries.append(reply.bulk_array((n.id, n.host, b"%d" % n.port, node_priority(node, n))))
+    return b"*%d\r\n:1\r\n" % (2 + len(entries)) + reply.bulk(node.my_id) + b"".join(entries)
 
 
 # ----------------------------------------------------------------------
@@ -77,7 +76,7 @@ def _section(title: bytes, fields) -> bytes:
 
 
 def info_server(ctx):
-    p = ctx.host.process_info()
+    p = ctx.runtime.process_info()
     return _section(b"Server", [
         ("disque_version", DISQUE_VERSION), ("disque_git_sha1", "00000000"),
         ("disque_git_dirty", 0), ("disque_build_id", p["build_id"]), ("os", p["os"]),
@@ -99,7 +98,7 @@ def info_clients(ctx):
 
 
 def info_memory(ctx):
-    used, rss, peak = ctx.host.memory()
+    used, rss, peak = ctx.runtime.memory()
     return _section(b"Memory", [
         ("used_memory", used), ("used_memory_human", _human(used)),
         ("used_memory_rss", rss), ("used_memory_peak", peak),
@@ -118,7 +117,7 @@ def info_queues(ctx):
 
 
 def info_persistence(ctx):
-    return _section(b"Persistence", list(ctx.host.persistence_info()))
+    return _section(b"Persistence", list(ctx.runtime.persistence_info()))
 
 
 def info_stats(ctx):
@@ -134,7 +133,7 @@ def info_stats(ctx):
 
 
 def info_cpu(ctx):
-    sys_, user, csys, cuser = ctx.host.cpu_times()
+    sys_, user, csys, cuser = ctx.runtime.cpu_times()
     return _section(b"CPU", [
         ("used_cpu_sys", float(sys_)), ("used_cpu_user", float(user)),
         ("used_cpu_sys_children", float(csys)), ("used_cpu_user_children", float(cuser)),
@@ -173,7 +172,7 @@ def info(ctx, client, argv):
     if len(argv) > 2:
         raise SYNTAX
     section = argv[1].lower() if len(argv) == 2 else b"default"
-    return R.bulk(info_text(ctx, section))
+    return reply.bulk(info_text(ctx, section))
 
 
 # ----------------------------------------------------------------------
@@ -182,7 +181,7 @@ def info(ctx, client, argv):
 
 def command_entry(cmd) -> bytes:
     flags = b"*%d\r\n" % len(cmd.flags) + b"".join(b"+" + f + b"\r\n" for f in cmd.flags)
-    return b"*6\r\n" + R.bulk(cmd.name) + R.integer(cmd.arity) + flags + b":0\r\n:0\r\n:0\r\n"
+    return b"*6\r\n" + reply.bulk(cmd.name) + reply.integer(cmd.arity) + flags + b":0\r\n:0\r\n:0\r\n"
 
 
 E_SUBCOMMAND = b"-ERR Unknown subcommand or wrong number of arguments.\r\n"
@@ -192,16 +191,16 @@ E_SUBCOMMAND = b"-ERR Unknown subcommand or wrong number of arguments.\r\n"
 def command_(ctx, client, argv):
     if len(argv) == 1:  # a renamed command is listed by its own name, a disabled one not at all
         present = {id(cmd) for cmd in ctx.commands.values()}
-        return R.array(command_entry(TABLE[n]) for n in ORDER if id(TABLE[n]) in present)
+        return reply.array(command_entry(TABLE[n]) for n in ORDER if id(TABLE[n]) in present)
     sub = argv[1].lower()
     if sub == b"info":
         out = []
         for name in argv[2:]:
             cmd = ctx.commands.get(name.lower())
-            out.append(command_entry(cmd) if cmd else R.NULL_BULK)
-        return R.array(out)
+            out.append(command_entry(cmd) if cmd else reply.NULL_BULK)
+        return reply.array(out)
     if sub == b"count" and len(argv) == 2:
-        return R.integer(len(ctx.commands))
+        return reply.integer(len(ctx.commands))
     return E_SUBCOMMAND
 
 
@@ -216,29 +215,29 @@ def config(ctx, client, argv):
     try:
         if sub == b"get":
             if argc != 3:
-                return R.err(b"Wrong number of arguments for CONFIG GET")
+                return reply.err(b"Wrong number of arguments for CONFIG GET")
             pairs = ctx.config.get_all(argv[2])
-            return R.bulk_array(v for pair in pairs for v in pair)
+            return reply.bulk_array(v for pair in pairs for v in pair)
         if sub == b"set":
             if argc != 4:
-                return R.err(b"Wrong number of arguments for CONFIG SET")
+                return reply.err(b"Wrong number of arguments for CONFIG SET")
             ctx.config.set(argv[2], argv[3])
-            return R.OK
+            return reply.OK
         if sub == b"resetstat":
             if argc != 2:
-                return R.err(b"Wrong number of arguments for CONFIG RESETSTAT")
+                return reply.err(b"Wrong number of arguments for CONFIG RESETSTAT")
             ctx.stats.reset()
             for cmd in TABLE.values():
                 cmd.calls = cmd.usec = 0
-            return R.OK
+            return reply.OK
         if sub == b"rewrite":
             if argc != 2:
-                return R.err(b"Wrong number of arguments for CONFIG REWRITE")
+                return reply.err(b"Wrong number of arguments for CONFIG REWRITE")
             ctx.config.rewrite()
-            return R.OK
+            return reply.OK
     except ConfigSetError as e:
-        return R.err(e.args[0])
-    return R.err(b"CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE")
+        return reply.err(e.args[0])
+    return reply.err(b"CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE")
 
 
 # ----------------------------------------------------------------------
@@ -262,39 +261,39 @@ def client_(ctx, client, argv):
     argc = len(argv)
     if sub == b"list" and argc == 2:
         now_s = ctx.node.now // 1000
-        return R.bulk(b"".join(client_line(ctx, c, now_s) for c in ctx.clients.values()))
+        return reply.bulk(b"".join(client_line(ctx, c, now_s) for c in ctx.clients.values()))
     if sub == b"getname" and argc == 2:
-        return R.bulk(client.name) if client.name else R.NULL_BULK
+        return reply.bulk(client.name) if client.name else reply.NULL_BULK
     if sub == b"setname" and argc == 3:
         if _BAD_NAME.search(argv[2]):
-            return R.err(b"Client names cannot contain spaces, newlines or special characters.")
+            return reply.err(b"Client names cannot contain spaces, newlines or special characters.")
         client.name = argv[2]
-        return R.OK
+        return reply.OK
     if sub == b"kill" and argc >= 3:
         return client_kill(ctx, client, argv)
     if sub == b"pause" and argc == 3:
         n = parse_ll(argv[2])
         if n is None or n < 0:
-            return R.err(b"timeout is not an integer or out of range")
-        ctx.host.pause_clients(n)
-        return R.OK
+            return reply.err(b"timeout is not an integer or out of range")
+        ctx.runtime.pause_clients(n)
+        return reply.OK
     if sub == b"reply" and argc == 3:
         mode = argv[2].lower()
-        modes = {b"on": 0, b"off": 1, b"skip": 3}
+        modes = {b"on": reply.REPLY_ON, b"off": reply.REPLY_OFF, b"skip": reply.REPLY_SKIP_NEXT}
         if mode not in modes:
             raise SYNTAX
         client.reply_mode = modes[mode]
-        return R.OK
+        return reply.OK
     if sub == b"setinfo" and argc == 4:
         attr = argv[2].lower()
         if attr not in (b"lib-name", b"lib-ver"):
-            return R.err(b"Unrecognized option '" + argv[2] + b"'")
+            return reply.err(b"Unrecognized option '" + argv[2] + b"'")
         if _BAD_NAME.search(argv[3]):
-            return R.err(b"lib-name and lib-ver cannot contain spaces, newlines or special characters.")
+            return reply.err(b"lib-name and lib-ver cannot contain spaces, newlines or special characters.")
         setattr(client, "lib_name" if attr == b"lib-name" else "lib_ver", argv[3])
-        return R.OK
+        return reply.OK
     if sub == b"id" and argc == 2:
-        return R.integer(client.id)
+        return reply.integer(client.id)
     return CLIENT_SYNTAX
 
 
@@ -303,8 +302,8 @@ def client_kill(ctx, client, argv):
         for c in list(ctx.clients.values()):
             if c.addr == argv[2]:
                 c.conn.close()
-                return R.OK
-        return R.err(b"No such client")
+                return reply.OK
+        return reply.err(b"No such client")
     if len(argv) % 2:
         raise SYNTAX
     want_id = want_addr = want_type = None
@@ -318,7 +317,7 @@ def client_kill(ctx, client, argv):
         elif opt == b"type":
             want_type = value.lower()
             if want_type not in (b"normal", b"pubsub", b"slave"):
-                return R.err(b"Unknown client type '" + value + b"'")
+                return reply.err(b"Unknown client type '" + value + b"'")
         elif opt == b"skipme":
             v = value.lower()
             if v not in (b"yes", b"no"):
@@ -338,7 +337,7 @@ def client_kill(ctx, client, argv):
             continue
         c.conn.close()
         killed += 1
-    return R.integer(killed)
+    return reply.integer(killed)
 
 
 # ----------------------------------------------------------------------
@@ -349,12 +348,12 @@ def client_kill(ctx, client, argv):
 def auth(ctx, client, argv):
     password = ctx.config["requirepass"]
     if not password:
-        return R.err(b"Client sent AUTH, but no password is set")
+        return reply.err(b"Client sent AUTH, but no password is set")
     if _constant_time_equal(argv[1], password.encode() if isinstance(password, str) else password):
         client.authenticated = True
-        return R.OK
+        return reply.OK
     client.authenticated = False
-    return R.err(b"invalid password")
+    return reply.err(b"invalid password")
 
 
 def _constant_time_equal(a: bytes, b: bytes) -> bool:
@@ -368,7 +367,7 @@ def monitor(ctx, client, argv):
     if not client.monitor:
         client.monitor = True
         ctx.monitors.append(client)
-    return R.OK
+    return reply.OK
 
 
 @command("shutdown", -1, "readonly admin loading")
@@ -378,9 +377,9 @@ def shutdown(ctx, client, argv):
     mode = argv[1].lower() if len(argv) == 2 else b""
     if mode not in (b"", b"save", b"nosave", b"rewrite-aof"):
         raise SYNTAX
-    error = ctx.host.shutdown(mode.decode())
+    error = ctx.runtime.shutdown(mode.decode())
     if error:
-        return R.err(error)
+        return reply.err(error)
     from ..resp.reply import BLOCKED
 
     return BLOCKED  # the connection closes with the process
@@ -388,7 +387,7 @@ def shutdown(ctx, client, argv):
 
 @command("bgrewriteaof", 1, "readonly admin")
 def bgrewriteaof(ctx, client, argv):
-    return ctx.host.bgrewriteaof()
+    return ctx.runtime.bgrewriteaof()
 
 
 SLOWLOG_ERR = b"-ERR Unknown SLOWLOG subcommand or wrong # of args. Try GET, RESET, LEN.\r\n"
@@ -399,17 +398,17 @@ def slowlog(ctx, client, argv):
     sub = argv[1].lower()
     log = ctx.slowlog
     if sub == b"len" and len(argv) == 2:
-        return R.integer(len(log.entries))
+        return reply.integer(len(log.entries))
     if sub == b"reset" and len(argv) == 2:
         log.entries.clear()
-        return R.OK
+        return reply.OK
     if sub == b"get" and len(argv) in (2, 3):
         n = 10
         if len(argv) == 3:
             n = parse_int_or_error(argv[2])
         entries = list(log.entries)[: n if n >= 0 else None]
-        return R.array(
-            b"*4\r\n" + R.integer(eid) + R.integer(ts) + R.integer(us) + R.bulk_array(args)
+        return reply.array(
+            b"*4\r\n" + reply.integer(eid) + reply.integer(ts) + reply.integer(us) + reply.bulk_array(args)
             for eid, ts, us, args in entries)
     return SLOWLOG_ERR
 
@@ -438,16 +437,16 @@ def latency(ctx, client, argv):
     sub = argv[1].lower()
     events = ctx.latency.events
     if sub == b"latest" and len(argv) == 2:
-        return R.array(b"*4\r\n" + R.bulk(name) + R.integer(s.samples[-1][0]) + R.integer(s.samples[-1][1])
-                       + R.integer(s.max) for name, s in events.items())
+        return reply.array(b"*4\r\n" + reply.bulk(name) + reply.integer(s.samples[-1][0]) + reply.integer(s.samples[-1][1])
+                       + reply.integer(s.max) for name, s in events.items())
     if sub == b"history" and len(argv) == 3:
         series = events.get(argv[2])
         samples = series.samples if series is not None else ()
-        return R.array(b"*2\r\n" + R.integer(t) + R.integer(ms) for t, ms in samples)
+        return reply.array(b"*2\r\n" + reply.integer(t) + reply.integer(ms) for t, ms in samples)
     if sub == b"reset":
-        return R.integer(ctx.latency.reset(argv[2:]))
+        return reply.integer(ctx.latency.reset(argv[2:]))
     if sub == b"doctor" and len(argv) == 2:
-        return R.bulk(latency_report(ctx))
+        return reply.bulk(latency_report(ctx))
     raise SYNTAX
 
 
@@ -474,7 +473,7 @@ def latency_report(ctx) -> bytes:
 
 
 def _debug_error(sub):
-    return R.err(b"Unknown DEBUG subcommand or wrong number of arguments for '" + sub + b"'")
+    return reply.err(b"Unknown DEBUG subcommand or wrong number of arguments for '" + sub + b"'")
 
 
 @command("debug", -2, "admin")
@@ -483,21 +482,21 @@ def debug(ctx, client, argv):
     argc = len(argv)
     if sub == b"flushall" and argc == 2:
         ctx.node.flush_all()
-        ctx.host.flushed()
-        return R.OK
+        ctx.runtime.flushed()
+        return reply.OK
     if sub == b"sleep" and argc == 3:
         try:
             seconds = float(argv[2])
         except ValueError:
             seconds = 0.0
-        ctx.host.sleep(max(seconds, 0.0))
-        return R.OK
+        ctx.runtime.sleep(max(seconds, 0.0))
+        return reply.OK
     if sub == b"error" and argc == 3:
         return b"-" + argv[2].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
     if sub == b"structsize" and argc == 2:
-        return R.bulk(ctx.host.struct_sizes())
+        return reply.bulk(ctx.runtime.struct_sizes())
     if sub == b"jobs" and argc == 2:
-        return R.integer(len(ctx.node.jobs))
+        return reply.integer(len(ctx.node.jobs))
     return _debug_error(argv[1])
 
 
@@ -531,56 +530,56 @@ def cluster(ctx, client, argv):
     sub = argv[1].lower()
     argc = len(argv)
     if sub == b"nodes" and argc == 2:
-        return R.bulk(cluster_nodes_text(node))
+        return reply.bulk(cluster_nodes_text(node))
     if sub == b"myid" and argc == 2:
-        return R.bulk(node.my_id)
+        return reply.bulk(node.my_id)
     if sub == b"info" and argc == 2:
         c = node.cluster
         text = (b"cluster_state:ok\r\ncluster_known_nodes:%d\r\ncluster_reachable_nodes:%d\r\n"
                 b"cluster_size:%d\r\ncluster_stats_messages_sent:%d\r\n"
                 b"cluster_stats_messages_received:%d\r\n") % (
             len(c.nodes), c.reachable, c.size, c.sent, c.received)
-        return R.bulk(text)
+        return reply.bulk(text)
     if sub == b"leaving" and argc in (2, 3):
         if argc == 2:
             return b"+yes\r\n" if node.cluster.leaving else b"+no\r\n"
         value = argv[2].lower()
         if value not in (b"yes", b"no"):
-            return R.err(b"Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'")
+            return reply.err(b"Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'")
         node.cluster.set_leaving(value == b"yes")
         if node.cluster.leaving:
             from .queues import LEAVING
 
             node.getjob.unblock_all_with(LEAVING)
-        return R.OK
+        return reply.OK
     if sub == b"forget" and argc == 3:
         target = argv[2]
         if len(target) != 40 or not all(c in b"0123456789abcdef" for c in target):
-            return R.err(b"Invalid node identifier")
+            return reply.err(b"Invalid node identifier")
         if target == node.my_id:
-            return R.err(b"I tried hard but I can't forget myself...")
+            return reply.err(b"I tried hard but I can't forget myself...")
         if not node.cluster.forget(target, node.now):
-            return R.err(b"Unknown node " + target)
-        return R.OK
+            return reply.err(b"Unknown node " + target)
+        return reply.OK
     if sub == b"meet" and argc == 4:
         port = parse_ll(argv[3])
         if port is None:
-            return R.err(b"Invalid TCP port specified: " + argv[3])
+            return reply.err(b"Invalid TCP port specified: " + argv[3])
         if not _valid_ip(argv[2]) or not 0 < port <= 65535 - 10000:
-            return R.err(b"Invalid node address specified: " + argv[2] + b":" + argv[3])
+            return reply.err(b"Invalid node address specified: " + argv[2] + b":" + argv[3])
         node.cluster.meet(_normal_ip(argv[2]), port, node.now, explicit=True)
-        return R.OK
+        return reply.OK
     if sub == b"reset" and argc == 3:
         how = argv[2].lower()
         if how not in (b"hard", b"soft"):
             raise SYNTAX
         node.cluster_reset(how == b"hard")
-        return R.OK
+        return reply.OK
     if sub == b"saveconfig" and argc == 2:
-        error = ctx.host.save_nodes()
+        error = ctx.runtime.save_nodes()
         if error:
-            return R.err(b"error saving the cluster node config: " + error.encode())
-        return R.OK
+            return reply.err(b"error saving the cluster node config: " + error.encode())
+        return reply.OK
     return E_CLUSTER
 
 

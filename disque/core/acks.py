@@ -13,8 +13,8 @@ Invariant: an ACKED job is never queued again, by this node or, once its
 SETACK arrived, by any other.
 """
 
-from . import job as J
-from . import messages as M
+from .job import ACKED, Job
+from . import messages
 from .jobid import is_at_most_once, ttl_minutes
 
 GC_RETRY_MIN = 1000  # ms
@@ -40,10 +40,10 @@ class Acks:
             job = jobs.get(job_id)
             if job is None:
                 if cluster.size > 1 and not cluster.leaving and not is_at_most_once(job_id):
-                    job = J.Job(job_id, None, None, J.ACKED, 0, 0,
+                    job = Job(job_id, None, None, ACKED, 0, 0,
                                 node.now + ttl_minutes(job_id) * 60000, 0, 0, 0)
                     jobs.register(job)
-            elif job.state != J.ACKED:
+            elif job.state != ACKED:
                 self.acknowledge(job)
                 known += 1
             if job is not None:
@@ -58,9 +58,9 @@ class Acks:
         for job_id in ids:
             job = jobs.get(job_id)
             if job is None:
-                cluster.broadcast(M.DelJob(job_id))
+                cluster.broadcast(messages.DelJob(job_id))
             else:
-                cluster.send_to_copies(job, M.DelJob(job.id))
+                cluster.send_to_copies(job, messages.DelJob(job.id))
                 jobs.unregister(job)
                 known += 1
         return known
@@ -79,10 +79,10 @@ class Acks:
 
     def acknowledge(self, job) -> None:
         """SET-ACK: the job is acked here (dequeued, never queued again)."""
-        if job.state == J.ACKED:
+        if job.state == ACKED:
             return
         self.node.queues.dequeue(job)
-        job.state = J.ACKED
+        job.state = ACKED
         job.confirmed = None
         self._jobs.update_awake(job)
         self._jobs.log_deleted(job)
@@ -95,7 +95,7 @@ class Acks:
 
     def try_gc(self, job) -> None:
         """START-GC: forget the job if every copy confirmed, else SETACK."""
-        if job.state != J.ACKED:
+        if job.state != ACKED:
             return
         dummy = not job.delivered
         if job.gc_retry != GC_RETRY_COUNT_MAX:
@@ -114,11 +114,11 @@ class Acks:
         dummy ACK (no known copies) asks everybody."""
         cluster = self._cluster
         if not job.delivered:
-            cluster.broadcast(M.SetAck(job.id, 0))
+            cluster.broadcast(messages.SetAck(job.id, 0))
             return
         me = self.node.my_id
         confirmed = job.confirmed or ()
-        msg = M.SetAck(job.id, len(job.delivered))
+        msg = messages.SetAck(job.id, len(job.delivered))
         for node_id in job.delivered:
             if node_id != me and node_id not in confirmed:
                 cluster.send(node_id, msg)
@@ -133,11 +133,11 @@ class Acks:
         may_have = msg.may_have
         gotack = False
         if job is None or len(job.delivered) <= may_have:
-            cluster.send(sender, M.GotAck(msg.job_id, job is not None))
+            cluster.send(sender, messages.GotAck(msg.job_id, job is not None))
             gotack = job is not None
         if job is not None and (len(job.delivered) > may_have or may_have == 0):
             if may_have == 0 and not gotack:
-                cluster.send(sender, M.GotAck(msg.job_id, True))
+                cluster.send(sender, messages.GotAck(msg.job_id, True))
             self.try_gc(job)
 
     def on_gotack(self, sender, msg) -> None:
@@ -156,7 +156,7 @@ class Acks:
         job.confirmed.add(sender)
         confirmed = job.confirmed or ()
         if job.delivered and all(n in confirmed for n in job.delivered):
-            self._cluster.send_to_copies(job, M.DelJob(job.id))
+            self._cluster.send_to_copies(job, messages.DelJob(job.id))
             self._jobs.unregister(job)
         elif not job.delivered and (known or len(confirmed) >= self._cluster.size):
             self._jobs.unregister(job)
@@ -167,4 +167,4 @@ class Acks:
             self._jobs.unregister(job, void=msg.void)
 
     def handlers(self):
-        return {M.SetAck: self.on_setack, M.GotAck: self.on_gotack, M.DelJob: self.on_deljob}
+        return {messages.SetAck: self.on_setack, messages.GotAck: self.on_gotack, messages.DelJob: self.on_deljob}

@@ -23,8 +23,11 @@ Invariants:
   client asked for ASYNC).
 """
 
-from . import job as J
-from . import messages as M
+from .job import (
+    ACKED, ACTIVE, DEFAULT_TTL, DEFAULT_TTL_RETRY, F_BCAST_QUEUED, F_BCAST_WILLQUEUE,
+    F_EXTREPL, Job, QUEUED, WAIT_REPL, WILLQUEUE_ADVANCE, default_retry
+)
+from . import messages
 from .effects import Persist, Reply
 from .errors import CommandError
 from .jobid import JobIdGenerator
@@ -104,7 +107,7 @@ class AddJob:
         if delay >= ttl:
             raise CommandError(b"ERR", b"The specified DELAY is greater than TTL. Job refused since would never be delivered")
         if retry == -1:
-            retry = J.DEFAULT_TTL_RETRY if ttl == J.DEFAULT_TTL else J.default_retry(ttl)
+            retry = DEFAULT_TTL_RETRY if ttl == DEFAULT_TTL else default_retry(ttl)
         node = self.node
         cluster = self._cluster
         leaving = cluster.leaving
@@ -129,7 +132,7 @@ class AddJob:
             ctime = self._prev_ctime + 1
         self._prev_ctime = ctime
         etime = now + ttl * 1000
-        job = J.Job(self.ids.new_id(ttl, retry), queue, body, J.WAIT_REPL, repl, ctime, etime, delay,
+        job = Job(self.ids.new_id(ttl, retry), queue, body, WAIT_REPL, repl, ctime, etime, delay,
                     retry, now + (delay or retry) * 1000)
         if not self._table.add(job.id, job):  # 144 random bits: only a bug gets here
             raise CommandError(b"ERR", b"Internal error creating the job, check server logs")
@@ -141,21 +144,21 @@ class AddJob:
             return job
         job.delivered = self._my_delivered
         if delay:
-            job.state = J.ACTIVE
+            job.state = ACTIVE
             self._jobs.update_awake(job)
         else:
             # Queues.enqueue() + Jobs.update_awake() for a brand-new job,
             # inlined: this is the hottest path of the node (every ADDJOB on
             # a single node).  tests/test_core.py checks they agree.
-            job.state = J.QUEUED
+            job.state = QUEUED
             if retry:
-                job.flags = J.F_BCAST_QUEUED | J.F_BCAST_WILLQUEUE
+                job.flags = F_BCAST_QUEUED | F_BCAST_WILLQUEUE
                 qtime = job.qtime = now + retry * 1000 + int(self._random() * TIME_ERR)  # requeue_time()
-                at = qtime - J.WILLQUEUE_ADVANCE
+                at = qtime - WILLQUEUE_ADVANCE
                 if etime < at:
                     at = etime
             else:
-                job.flags = J.F_BCAST_QUEUED
+                job.flags = F_BCAST_QUEUED
                 job.qtime = 0
                 at = etime
             self._schedule.insert(job, at)
@@ -204,14 +207,14 @@ class AddJob:
         node = self.node
         targets = self._targets((), additional)
         job.delivered = tuple(targets) if extrepl else (node.my_id, *targets)
-        job.flags |= J.F_EXTREPL if extrepl else 0
+        job.flags |= F_EXTREPL if extrepl else 0
         pending = Replication(job, additional, node.now)
         if not async_:
             job.confirmed = pending.confirmed  # SHOW lists them while it waits
         self._replicating[job.id] = pending
         record = self._jobs.record(job)
         for node_id in targets:
-            self._cluster.send(node_id, M.ReplJob(record))
+            self._cluster.send(node_id, messages.ReplJob(record))
         self._timers.insert(pending, node.now + REPL_RETRY_MS)
         if async_:
             # ASYNC: the client gets its ID now and the job is queued at once
@@ -225,9 +228,9 @@ class AddJob:
     def _activate(self, job, q=None) -> None:
         """The job reached its replication level (or is ASYNC): active, and
         queued here or, without a local copy, on one confirmed node."""
-        if job.state == J.WAIT_REPL:
-            job.state = J.ACTIVE
-        if job.flags & J.F_EXTREPL:
+        if job.state == WAIT_REPL:
+            job.state = ACTIVE
+        if job.flags & F_EXTREPL:
             return
         if job.delay == 0:
             self._queues.enqueue(job, False, q)
@@ -259,7 +262,7 @@ class AddJob:
             me = node.my_id
             for node_id in job.delivered:
                 if node_id != me and node_id not in pending.confirmed:
-                    self._cluster.send(node_id, M.ReplJob(record))
+                    self._cluster.send(node_id, messages.ReplJob(record))
         at = now + REPL_RETRY_MS
         if pending.deadline and pending.deadline < at:
             at = pending.deadline
@@ -276,7 +279,7 @@ class AddJob:
         me = self.node.my_id
         for node_id in job.delivered:
             if node_id != me:
-                self._cluster.send(node_id, M.DelJob(job.id, void=True))
+                self._cluster.send(node_id, messages.DelJob(job.id, void=True))
         if self._table.get(job.id) is job:
             self._jobs.unregister(job)
 
@@ -298,12 +301,12 @@ class AddJob:
         if not pending.async_:
             self._activate(job)
             pending.reply(self.node.outbox, pending.ok)
-        if job.flags & J.F_EXTREPL:
+        if job.flags & F_EXTREPL:
             # Not ours to keep: one of the copies queues it, we forget it.
             if job.delay == 0:
                 me = self.node.my_id
                 copies = [n for n in job.delivered if n != me]
-                self._cluster.send(self.node.rng.choice(copies), M.Enqueue(job.id))
+                self._cluster.send(self.node.rng.choice(copies), messages.Enqueue(job.id))
             self._jobs.unregister(job)
 
     def on_repljob(self, sender, msg) -> None:
@@ -313,9 +316,9 @@ class AddJob:
         jobs = self._jobs
         job = jobs.get(rec.id)
         if job is not None:
-            if job.state != J.ACKED:
+            if job.state != ACKED:
                 job.merge_delivered(rec.delivered)
-                self._cluster.send(sender, M.GotJob(rec.id))
+                self._cluster.send(sender, messages.GotJob(rec.id))
             return
         node = self.node
         if node.memory.level > 0 or self._cluster.leaving:
@@ -323,16 +326,16 @@ class AddJob:
         job = jobs.from_record(
             rec, (node.now + (rec.delay + rec.retry) * 1000 + jobs.jitter()) if rec.retry else 0)
         # A copy's first queueing is a re-queue: broadcast QUEUED, count it.
-        job.flags = J.F_BCAST_QUEUED | (J.F_BCAST_WILLQUEUE if rec.retry else 0)
+        job.flags = F_BCAST_QUEUED | (F_BCAST_WILLQUEUE if rec.retry else 0)
         jobs.register(job)
         jobs.log_added(job)
-        self._cluster.send(sender, M.GotJob(rec.id))
+        self._cluster.send(sender, messages.GotJob(rec.id))
 
     def on_enqueue(self, sender, msg) -> None:
         job = self._jobs.get(msg.job_id)
-        if job is None or job.state != J.ACTIVE:
+        if job is None or job.state != ACTIVE:
             return
         self._queues.enqueue_first(job)  # asked by the creator, which keeps no copy
 
     def handlers(self):
-        return {M.ReplJob: self.on_repljob, M.GotJob: self.on_gotjob, M.Enqueue: self.on_enqueue}
+        return {messages.ReplJob: self.on_repljob, messages.GotJob: self.on_gotjob, messages.Enqueue: self.on_enqueue}

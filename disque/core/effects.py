@@ -71,7 +71,7 @@ class Notice(NamedTuple):
     text: str
 
 
-# One dispatch for every host that executes effects (the node runtime, the
+# One dispatch for every executor of effects (the node runtime, the
 # in-memory SimCluster): an executor has one ``on_<kind>(effect)`` method per
 # effect type.
 _HANDLER = {Reply: "on_reply", Persist: "on_persist", Send: "on_send", SendLink: "on_send_link",

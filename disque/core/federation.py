@@ -13,8 +13,8 @@ copy here (its requeue time protects it) unless it is at-most-once, which
 is then only on the wire or over there, never in two queues.
 """
 
-from . import job as J
-from . import messages as M
+from .job import ACTIVE, F_DELIVERED
+from . import messages
 from .queue import PAUSED_OUT
 
 
@@ -38,7 +38,7 @@ class Federation:
         waiting = len(q.waiting) if q.waiting else 0
         for targets, count in self.policy.wanted(q, self.node.now, reason, peers, waiting):
             if count > 0:
-                msg = M.NeedJobs(queue_name, count)
+                msg = messages.NeedJobs(queue_name, count)
                 for node_id in targets:
                     cluster.send(node_id, msg)
 
@@ -66,10 +66,10 @@ class Federation:
         jobs = self._jobs
         records = []
         for _ in range(min(n, len(q.jobs))):
-            delivered_before = q.jobs[0].flags & J.F_DELIVERED
+            delivered_before = q.jobs[0].flags & F_DELIVERED
             job = self._queues.fetch(q)
             if not delivered_before:
-                job.flags &= ~J.F_DELIVERED  # moved, not delivered by us
+                job.flags &= ~F_DELIVERED  # moved, not delivered by us
             if sender not in job.delivered:
                 job.delivered = (*job.delivered, sender)
             records.append(jobs.record(job))
@@ -80,7 +80,7 @@ class Federation:
             else:
                 jobs.update_awake(job)  # our copy stays, with its requeue time
         self._queues.maybe_idle(q)
-        self._cluster.send(sender, M.YourJobs(tuple(records)))
+        self._cluster.send(sender, messages.YourJobs(tuple(records)))
 
     def on_yourjobs(self, sender, msg) -> None:
         jobs = self._jobs
@@ -95,16 +95,16 @@ class Federation:
                 jobs.log_added(job)
             else:
                 job.merge_delivered((*rec.delivered, sender))
-                if job.state != J.ACTIVE:
+                if job.state != ACTIVE:
                     continue  # queued already, acked, or still replicating
-                if job.retry == 0 and job.flags & J.F_DELIVERED:
+                if job.retry == 0 and job.flags & F_DELIVERED:
                     continue  # at most once: we delivered it already
             self._queues.enqueue_first(job)  # a move, not a redelivery
             if job.retry:
-                self._cluster.send_to_copies(job, M.Queued(job.id, M.COUNT_NONE))  # postpone their requeue
+                self._cluster.send_to_copies(job, messages.Queued(job.id, messages.COUNT_NONE))  # postpone their requeue
             imported += 1
         if imported and self.policy is not None:
             self.policy.received(self._queues.queue_for(name), sender, imported, self.node.now)
 
     def handlers(self):
-        return {M.NeedJobs: self.on_needjobs, M.YourJobs: self.on_yourjobs}
+        return {messages.NeedJobs: self.on_needjobs, messages.YourJobs: self.on_yourjobs}

@@ -15,8 +15,11 @@ Invariants:
   time it needs attention, and that is never after its TTL (``etime``).
 """
 
-from . import job as J
-from . import messages as M
+from .job import (
+    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, Job, QUEUED, WAIT_REPL,
+    WILLQUEUE_ADVANCE
+)
+from . import messages
 from .dedup import DedupIndex
 from .effects import Persist
 from .table import JobTable
@@ -29,7 +32,7 @@ class Jobs:
         self.node = node
         self.table = JobTable(4096)
         self.get = self.table.get  # LOOKUP-JOB
-        self.dedup = DedupIndex()  # ADDJOB ... DEDUP keys; the host sets .window
+        self.dedup = DedupIndex()  # ADDJOB ... DEDUP keys; the runtime sets .window
         self._schedule = node.schedule
         self._random = node.rng.random
 
@@ -68,11 +71,11 @@ class Jobs:
             return False
         node = self.node
         if job.dedup is not None:
-            self.dedup.remove(job, node.now, not void and job.state != J.WAIT_REPL)
-        if J.ACTIVE <= job.state < J.ACKED:
+            self.dedup.remove(job, node.now, not void and job.state != WAIT_REPL)
+        if ACTIVE <= job.state < ACKED:
             self.log_deleted(job)
         self._schedule.remove(job)
-        if job.state == J.QUEUED:
+        if job.state == QUEUED:
             node.queues.dequeue(job)
         return True
 
@@ -106,14 +109,14 @@ class Jobs:
         its next garbage collection attempt."""
         at = job.etime
         state = job.state
-        if state == J.ACKED:
+        if state == ACKED:
             gc = self.node.acks.next_gc_time(job)
             if gc < at:
                 at = gc
-        elif (state == J.ACTIVE or state == J.QUEUED) and job.qtime:
+        elif (state == ACTIVE or state == QUEUED) and job.qtime:
             qtime = job.qtime
-            if job.flags & J.F_BCAST_WILLQUEUE:
-                qtime -= J.WILLQUEUE_ADVANCE
+            if job.flags & F_BCAST_WILLQUEUE:
+                qtime -= WILLQUEUE_ADVANCE
             if qtime < at:
                 at = qtime
         self._schedule.set(job, at if at > 0 else 1)
@@ -128,15 +131,15 @@ class Jobs:
     def postpone(self, job) -> None:
         """Another node queued or is working on ``job``: requeue it RETRY
         from now, sending WILLQUEUE first (QUEUED, WORKING, NACK, YOURJOBS)."""
-        job.flags |= J.F_BCAST_WILLQUEUE
+        job.flags |= F_BCAST_WILLQUEUE
         self.set_requeue_time(job, self.requeue_time(job))
 
     # -- Bus records ------------------------------------------------------
 
     @staticmethod
-    def record(job) -> M.JobRecord:
+    def record(job) -> messages.JobRecord:
         """The job as REPLJOB / YOURJOBS carry it."""
-        return M.JobRecord(job.id, job.queue, job.body, job.repl, job.ctime, job.etime, job.delay,
+        return messages.JobRecord(job.id, job.queue, job.body, job.repl, job.ctime, job.etime, job.delay,
                            job.retry, job.nacks, job.deliv, tuple(job.delivered), job.dedup or b"")
 
     def from_record(self, rec, qtime: int):
@@ -146,7 +149,7 @@ class Jobs:
         queue."""
         node = self.node
         q = node.queues.get(rec.queue)
-        job = J.Job(rec.id, q.name if q is not None else rec.queue, rec.body, J.ACTIVE, rec.repl, rec.ctime,
+        job = Job(rec.id, q.name if q is not None else rec.queue, rec.body, ACTIVE, rec.repl, rec.ctime,
                     rec.etime, rec.delay, rec.retry, qtime)
         job.nacks = rec.nacks
         job.deliv = rec.deliv
@@ -182,9 +185,9 @@ class Jobs:
         queued = 0
         enqueue_first = self.node.queues.enqueue_first
         for job in list(self.table.values()):
-            was_queued = job.state == J.QUEUED
-            job.state = J.ACTIVE
-            job.flags = J.F_BCAST_QUEUED | (J.F_BCAST_WILLQUEUE if job.retry else 0)
+            was_queued = job.state == QUEUED
+            job.state = ACTIVE
+            job.flags = F_BCAST_QUEUED | (F_BCAST_WILLQUEUE if job.retry else 0)
             if job.retry == 0:
                 job.qtime = 0
             if enqueue_queued and was_queued:

@@ -37,7 +37,7 @@ excluded).
 import os
 import random as _random
 
-from . import messages as M
+from . import messages
 from .effects import Link, Notice, Rekey, Send, SendLink, Unlink
 
 FORGET_BLACKLIST_MS = 60_000
@@ -136,9 +136,9 @@ class ClusterView:
         me = self.myself
         return [n.id for n in self.nodes.values() if n is not me and n.reachable and not n.leaving]
 
-    def header(self) -> M.Header:
+    def header(self) -> messages.Header:
         me = self.myself
-        return M.Header(me.id, me.host, me.port, M.H_LEAVING if self.leaving else 0)
+        return messages.Header(me.id, me.host, me.port, messages.H_LEAVING if self.leaving else 0)
 
     # -- sending -----------------------------------------------------------
 
@@ -166,12 +166,12 @@ class ClusterView:
         picked = self.rng.sample(candidates, k) if k < len(candidates) else candidates
         out = []
         for n in picked:
-            flags = (M.G_PFAIL if n.pfail else 0) | (M.G_FAIL if n.fail else 0) | \
-                    (M.G_LEAVING if (n.leaving or (n is self.myself and self.leaving)) else 0)
-            out.append(M.Gossip(n.id, n.host, n.port, flags))
+            flags = (messages.G_PFAIL if n.pfail else 0) | (messages.G_FAIL if n.fail else 0) | \
+                    (messages.G_LEAVING if (n.leaving or (n is self.myself and self.leaving)) else 0)
+            out.append(messages.Gossip(n.id, n.host, n.port, flags))
         return tuple(out)
 
-    def _ping(self, node, now, kind=M.Ping) -> None:
+    def _ping(self, node, now, kind=messages.Ping) -> None:
         if node.ping_sent == 0:
             node.ping_sent = now
         node.last_ping = now
@@ -246,7 +246,7 @@ class ClusterView:
             self.outbox.append(Unlink(node_id))
             return
         node.connected = True
-        self._ping(node, now, M.Meet if node.meet else M.Ping)
+        self._ping(node, now, messages.Meet if node.meet else messages.Ping)
 
     def link_down(self, node_id: bytes) -> None:
         node = self.nodes.get(node_id)
@@ -255,7 +255,7 @@ class ClusterView:
 
     # -- receiving ---------------------------------------------------------
 
-    def receive(self, header: M.Header, msg, link, now: int) -> bool:
+    def receive(self, header: messages.Header, msg, link, now: int) -> bool:
         """Process a membership message; return whether the sender is a
         known node (job messages from unknown senders are ignored)."""
         self.received += 1
@@ -264,34 +264,34 @@ class ClusterView:
         via = getattr(link, "node_id", None)
         if via is not None and via != header.sender:
             pending = self.nodes.get(via)
-            if pending is not None and pending.handshake and kind is M.Pong:
+            if pending is not None and pending.handshake and kind is messages.Pong:
                 sender = self._complete_handshake(pending, header, now)
-        if kind is M.Meet or kind is M.Ping:
+        if kind is messages.Meet or kind is messages.Ping:
             if not self.myself.host and getattr(link, "local_host", b""):
                 self.myself.host = link.local_host
                 self.dirty = True
-            if sender is None and kind is M.Meet and header.sender not in self.blacklist \
+            if sender is None and kind is messages.Meet and header.sender not in self.blacklist \
                     and header.sender != self.myself.id:
                 sender = self._add_from_meet(header, link, now)
             self.sent += 1
-            self.outbox.append(SendLink(link, M.Pong(self._gossip(header.sender))))
+            self.outbox.append(SendLink(link, messages.Pong(self._gossip(header.sender))))
         if sender is None or sender is self.myself or sender.handshake:
             return False
-        sender.leaving = bool(header.flags & M.H_LEAVING)
-        if kind is M.Pong:
+        sender.leaving = bool(header.flags & messages.H_LEAVING)
+        if kind is messages.Pong:
             sender.ping_sent = 0
             sender.pong_received = now
             if sender.pfail or sender.fail:
                 self._clear_failure(sender)
-        elif kind is M.Meet or kind is M.Ping:
+        elif kind is messages.Meet or kind is messages.Ping:
             if sender.pfail or sender.fail:  # it talks: not failed from our side
                 self._clear_failure(sender)
-        if kind is M.Fail:
+        if kind is messages.Fail:
             target = self.nodes.get(msg.node_id)
             if target is not None and target is not self.myself and not target.fail:
                 self._flag_failed(target, "as %s says" % sender.id[:8].decode(errors="replace"))
             return True
-        if kind in (M.Meet, M.Ping, M.Pong):
+        if kind in (messages.Meet, messages.Ping, messages.Pong):
             self._process_gossip(sender, msg.gossip, now)
         return True
 
@@ -331,9 +331,9 @@ class ClusterView:
             if node is not None:
                 if node.handshake:
                     continue
-                if g.flags & (M.G_PFAIL | M.G_FAIL):
+                if g.flags & (messages.G_PFAIL | messages.G_FAIL):
                     node.fail_reports[sender.id] = now
-                    if g.flags & M.G_FAIL and not node.fail and node.pfail:
+                    if g.flags & messages.G_FAIL and not node.fail and node.pfail:
                         self._maybe_fail(node, now)
                 else:
                     node.fail_reports.pop(sender.id, None)
@@ -345,7 +345,7 @@ class ClusterView:
         reports = sum(1 for t in node.fail_reports.values() if t >= valid)
         if reports + 1 >= self.size // 2 + 1:
             self._flag_failed(node, "by %d of %d nodes" % (reports + 1, self.size))
-            self.broadcast(M.Fail(node.id))
+            self.broadcast(messages.Fail(node.id))
 
     def _flag_failed(self, node, why: str) -> None:
         node.fail = True

@@ -8,7 +8,7 @@ realistic per job, and it goes down when jobs go (RSS does not: freed
 memory stays with the process).
 """
 
-from . import job as J
+from .job import ACKED, F_DELIVERED, QUEUED
 from .dedup import TOMBSTONE_OVERHEAD
 
 # What a job costs besides its body (record, ID, table, due-time index and
@@ -24,7 +24,7 @@ MEMORY_FULL = 1.0  # at: refuse commands that would use more
 class Memory:
     def __init__(self, node):
         self.node = node
-        self.level = 0  # 0 ok, 1 >75%, 2 >95%, 3 full (set by the host)
+        self.level = 0  # 0 ok, 1 >75%, 2 >95%, 3 full (set by the runtime)
 
     def used(self) -> int:
         """The node's estimate of the memory its data uses (INFO used_memory)."""
@@ -65,7 +65,7 @@ class Memory:
         for job in list(jobs.values()):
             if before - self.used() >= goal:
                 break
-            if job.state == J.ACKED or (job.retry == 0 and job.flags & J.F_DELIVERED and job.state != J.QUEUED):
+            if job.state == ACKED or (job.retry == 0 and job.flags & F_DELIVERED and job.state != QUEUED):
                 jobs.unregister(job)
         self.node.queues.drop_unused()
         return before - self.used()

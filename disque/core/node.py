@@ -44,7 +44,7 @@ Invariants (checked by the property tests):
 
 import random as _random
 
-from . import messages as M
+from . import messages
 from .acks import Acks
 from .addjob import AddJob, Replication
 from .federation import Federation
@@ -78,7 +78,7 @@ class NodeState:
         self.getjob = GetJob(self)
         self.requeue = Requeue(self)
         self.acks = Acks(self)
-        # Queues that got jobs while clients wait on them: a host may skip
+        # Queues that got jobs while clients wait on them: the runtime may skip
         # getjob.serve_ready() when it is empty.
         self.ready = self.queues.ready
         self._last_cron = 0
@@ -122,7 +122,7 @@ class NodeState:
     def deadline_may_be_sooner(self) -> bool:
         """True if something due earlier than the last :meth:`next_deadline`
         may have been added since it was asked (then ask again).  Lets the
-        host skip recomputing the wake-up after most batches: a new job's
+        runtime skip recomputing the wake-up after most batches: a new job's
         requeue time lands far behind the earliest one."""
         return self.schedule.sooner or self.timers.sooner
 
@@ -140,7 +140,7 @@ class NodeState:
     # The cluster bus
     # ------------------------------------------------------------------
 
-    def bus_receive(self, header: M.Header, msg, link) -> None:
+    def bus_receive(self, header: messages.Header, msg, link) -> None:
         """One message from the bus.  ``link`` is the adapter's connection
         (opaque here but for ``node_id``, ``peer_host`` and ``local_host``)."""
         if not self.cluster.receive(header, msg, link, self.now):

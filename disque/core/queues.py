@@ -15,9 +15,9 @@ Invariants:
   may serve them (not paused out); :meth:`GetJob.serve_ready` empties it.
 """
 
-from . import job as J
-from . import messages as M
-from .queue import PAUSED_IN, PAUSED_OUT, QUEUE_MAX_IDLE, Queue
+from .job import ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, QUEUED
+from . import messages
+from .queue import PAUSED_OUT, QUEUE_MAX_IDLE, Queue
 from .table import BucketedDict
 
 
@@ -49,25 +49,25 @@ class Queues:
     def enqueue(self, job, nack: bool = False, q=None) -> bool:
         """ENQUEUE(job): put an active job in its queue; see queue.c.
         ``q`` is the job's queue when the caller already looked it up."""
-        if job.state == J.QUEUED or job.qtime == 0:
+        if job.state == QUEUED or job.qtime == 0:
             return False
-        if job.retry == 0 and job.flags & J.F_DELIVERED:
+        if job.retry == 0 and job.flags & F_DELIVERED:
             return False
         node = self.node
-        job.state = J.QUEUED
+        job.state = QUEUED
         if job.retry:
-            job.flags |= J.F_BCAST_WILLQUEUE
+            job.flags |= F_BCAST_WILLQUEUE
             job.qtime = node.jobs.requeue_time(job)
         else:
             job.qtime = 0
-        if job.flags & J.F_BCAST_QUEUED or nack:
+        if job.flags & F_BCAST_QUEUED or nack:
             if nack:
                 job.nacks += 1
             else:
                 job.deliv += 1
-            node.cluster.send_to_copies(job, M.Queued(job.id, M.COUNT_NACK if nack else M.COUNT_DELIVERY))
+            node.cluster.send_to_copies(job, messages.Queued(job.id, messages.COUNT_NACK if nack else messages.COUNT_DELIVERY))
         else:
-            job.flags |= J.F_BCAST_QUEUED
+            job.flags |= F_BCAST_QUEUED
         node.jobs.update_awake(job)
         if q is None:
             q = self.queue_for(job.queue)
@@ -84,18 +84,18 @@ class Queues:
         controlled restart."""
         if job.qtime == 0:
             job.qtime = 1
-        job.flags &= ~J.F_BCAST_QUEUED
+        job.flags &= ~F_BCAST_QUEUED
         queued = self.enqueue(job)
-        job.flags |= J.F_BCAST_QUEUED
+        job.flags |= F_BCAST_QUEUED
         return queued
 
     def dequeue(self, job) -> bool:
         """DEQUEUE(job): out of its queue, back to ACTIVE (its requeue time
         stays)."""
-        if job.state != J.QUEUED:
+        if job.state != QUEUED:
             return False
         q = self._by_name.get(job.queue)
-        job.state = J.ACTIVE
+        job.state = ACTIVE
         if q is not None:
             q.remove(job)
             if not q.jobs:
@@ -105,8 +105,8 @@ class Queues:
     def fetch(self, q: Queue):
         """Pop the oldest job of ``q`` for delivery (state becomes ACTIVE)."""
         job = q.pop(self.node.now // 1000)
-        job.state = J.ACTIVE
-        job.flags |= J.F_DELIVERED
+        job.state = ACTIVE
+        job.flags |= F_DELIVERED
         if not q.jobs:
             self._idle[q.name] = q
         return job
@@ -130,13 +130,13 @@ class Queues:
 
     def broadcast_pause(self, name: bytes, flags: int) -> None:
         """PAUSE ... bcast: the queue's state to every reachable node."""
-        self.node.cluster.broadcast(M.Pause(name, flags), reachable_only=True)
+        self.node.cluster.broadcast(messages.Pause(name, flags), reachable_only=True)
 
     def on_pause(self, sender, msg) -> None:
         self.set_pause(msg.queue, msg.flags, True)
 
     def handlers(self):
-        return {M.Pause: self.on_pause}
+        return {messages.Pause: self.on_pause}
 
     # -- Reclaiming ---------------------------------------------------------
 

@@ -18,8 +18,10 @@ Invariants:
   lower when QUEUED crosses (the original's tie break).
 """
 
-from . import job as J
-from . import messages as M
+from .job import (
+    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, QUEUED, WILLQUEUE_ADVANCE
+)
+from . import messages
 from .errors import CommandError
 from .queue import PAUSED_IN
 
@@ -42,21 +44,21 @@ class Requeue:
             jobs.unregister(job)
             return
         state = job.state
-        if (state == J.ACTIVE or state == J.QUEUED) and job.flags & J.F_BCAST_WILLQUEUE \
-                and job.qtime - J.WILLQUEUE_ADVANCE <= now:
-            if state != J.QUEUED:
-                self._cluster.send_to_copies(job, M.WillQueue(job.id))
-            job.flags &= ~J.F_BCAST_WILLQUEUE
-        if job.state == J.ACTIVE and job.qtime and job.qtime <= now:
+        if (state == ACTIVE or state == QUEUED) and job.flags & F_BCAST_WILLQUEUE \
+                and job.qtime - WILLQUEUE_ADVANCE <= now:
+            if state != QUEUED:
+                self._cluster.send_to_copies(job, messages.WillQueue(job.id))
+            job.flags &= ~F_BCAST_WILLQUEUE
+        if job.state == ACTIVE and job.qtime and job.qtime <= now:
             q = self._queues.get(job.queue)
             if job.retry != 0 and q is not None and q.flags & PAUSED_IN:
                 job.qtime = jobs.requeue_time(job)
             else:
                 self._queues.enqueue(job)
-        if job.state == J.QUEUED and job.qtime and job.qtime <= now and job.retry:
-            job.flags |= J.F_BCAST_WILLQUEUE
+        if job.state == QUEUED and job.qtime and job.qtime <= now and job.retry:
+            job.flags |= F_BCAST_WILLQUEUE
             job.qtime = jobs.requeue_time(job)
-        if job.state == J.ACKED:
+        if job.state == ACKED:
             node.acks.try_gc(job)
             if job.id not in jobs:
                 return
@@ -72,7 +74,7 @@ class Requeue:
         n = 0
         for job_id in ids:
             job = jobs.get(job_id)
-            if job is not None and job.state == J.ACTIVE and enqueue(job, nack):
+            if job is not None and job.state == ACTIVE and enqueue(job, nack):
                 n += 1
         return n
 
@@ -82,7 +84,7 @@ class Requeue:
         n = 0
         for job_id in ids:
             job = jobs.get(job_id)
-            if job is not None and job.state == J.QUEUED and dequeue(job):
+            if job is not None and job.state == QUEUED and dequeue(job):
                 n += 1
         return n
 
@@ -92,16 +94,16 @@ class Requeue:
         job = self._jobs.get(job_id)
         if job is None:
             raise CommandError(b"NOJOB", b"Job not known in the context of this node.")
-        if job.state == J.ACKED:
+        if job.state == ACKED:
             return job.retry  # as the original: nothing left to postpone
         created = job.created_ms()
         ttl = job.etime - created
         if ttl > 0 and self.node.now - created > ttl // 2:
             raise CommandError(b"TOOLATE", b"Half of job TTL already elapsed, you are no longer allowed to postpone the next delivery.")
-        if job.state == J.QUEUED:
+        if job.state == QUEUED:
             self._queues.dequeue(job)
         self._jobs.postpone(job)
-        self._cluster.send_to_copies(job, M.Working(job.id))
+        self._cluster.send_to_copies(job, messages.Working(job.id))
         return job.retry
 
     # -- Bus messages ------------------------------------------------------------
@@ -112,33 +114,33 @@ class Requeue:
             return
         if job.delivered:
             job.merge_delivered((sender,))
-        if job.state == J.QUEUED:
-            self._cluster.send_to_copies(job, M.Queued(job.id, M.COUNT_NONE))
-        elif job.state == J.ACKED:
-            self._cluster.send(sender, M.SetAck(job.id, len(job.delivered)))
+        if job.state == QUEUED:
+            self._cluster.send_to_copies(job, messages.Queued(job.id, messages.COUNT_NONE))
+        elif job.state == ACKED:
+            self._cluster.send(sender, messages.SetAck(job.id, len(job.delivered)))
 
     def on_queued(self, sender, msg) -> None:
         job = self._jobs.get(msg.job_id)
-        if job is None or job.state == J.ACKED:
+        if job is None or job.state == ACKED:
             return
-        if job.state == J.QUEUED and sender > self.node.my_id:
+        if job.state == QUEUED and sender > self.node.my_id:
             self._queues.dequeue(job)
-        if msg.counter == M.COUNT_NACK:
+        if msg.counter == messages.COUNT_NACK:
             job.nacks += 1
-        elif msg.counter == M.COUNT_DELIVERY:
+        elif msg.counter == messages.COUNT_DELIVERY:
             job.deliv += 1
         if job.retry:
-            job.flags |= J.F_BCAST_QUEUED
+            job.flags |= F_BCAST_QUEUED
             self._jobs.postpone(job)
 
     def on_working(self, sender, msg) -> None:
         job = self._jobs.get(msg.job_id)
-        if job is None or job.state == J.ACKED:
+        if job is None or job.state == ACKED:
             return
-        if job.state == J.QUEUED:
+        if job.state == QUEUED:
             self._queues.dequeue(job)
         if job.retry:
             self._jobs.postpone(job)
 
     def handlers(self):
-        return {M.WillQueue: self.on_willqueue, M.Queued: self.on_queued, M.Working: self.on_working}
+        return {messages.WillQueue: self.on_willqueue, messages.Queued: self.on_queued, messages.Working: self.on_working}

@@ -34,7 +34,7 @@ import time
 from twisted.internet import threads
 from zope.interface import implementer
 
-from ..core import job as J
+from ..core.job import ACKED, BadRecord, WAIT_REPL, deserialize, serialize
 from ..interfaces import IPersistence, LoadError
 from ..logs import logger
 from ..resp.codec import ProtocolError, RequestParser
@@ -68,7 +68,7 @@ def encode(*args) -> bytes:
 def record_bytes(record) -> bytes:
     kind, value = record
     if kind == b"LOADJOB":
-        return encode(b"LOADJOB", J.serialize(value))
+        return encode(b"LOADJOB", serialize(value))
     return encode(kind, value)
 
 
@@ -113,8 +113,8 @@ def apply_record(node, argv):
     name = argv[0].upper()
     if name == b"LOADJOB" and len(argv) == 2:
         try:
-            job = J.deserialize(argv[1])
-        except J.BadRecord as e:
+            job = deserialize(argv[1])
+        except BadRecord as e:
             return "bad LOADJOB record (%s)" % e
         if node is not None:
             node.jobs.load(job)
@@ -365,8 +365,8 @@ class Rewrite:
         buckets = self.buckets
         while self.index < len(buckets) and budget > 0:
             for job in list(buckets[self.index].values()):
-                if job.state != J.ACKED and job.state != J.WAIT_REPL:
-                    out.append(encode(b"LOADJOB", J.serialize(job)))
+                if job.state != ACKED and job.state != WAIT_REPL:
+                    out.append(encode(b"LOADJOB", serialize(job)))
                     budget -= 1
             self.index += 1
         if out:

@@ -70,8 +70,8 @@ class RespProtocol(Protocol):
     # -- connection ------------------------------------------------------
 
     def connectionMade(self):
-        rt = self.runtime
-        ctx = rt.ctx
+        runtime = self.runtime
+        ctx = runtime.ctx
         if len(ctx.clients) >= ctx.config["maxclients"]:
             ctx.stats.rejected += 1
             self.transport.write(MAX_CLIENTS_ERROR)
@@ -87,7 +87,7 @@ class RespProtocol(Protocol):
         host = self.transport.getHost()
         addr = b"%s:%d" % (getattr(peer, "host", "?").encode(), getattr(peer, "port", 0))
         laddr = b"%s:%d" % (getattr(host, "host", "?").encode(), getattr(host, "port", 0))
-        rt.set_time()
+        runtime.set_time()
         self.client = ctx.new_client(addr, self, laddr)
         self.transport.registerProducer(self, True)
 
@@ -118,8 +118,8 @@ class RespProtocol(Protocol):
     def dataReceived(self, data):
         if self.closing or self.input_error is not None:
             return
-        rt = self.runtime
-        rt.ctx.stats.net_in += len(data)
+        runtime = self.runtime
+        runtime.ctx.stats.net_in += len(data)
         parser = self.parser
         error = None
         commands = []
@@ -133,8 +133,8 @@ class RespProtocol(Protocol):
         if self.pending or self.parked:
             self.pending.extend(commands)
             commands = ()
-        rt.set_time()
-        self.client.atime = rt.node.now // 1000  # CLIENT LIST idle=
+        runtime.set_time()
+        self.client.atime = runtime.node.now // 1000  # CLIENT LIST idle=
         out = self._run(commands)
         if error is not None and (self.parked or self.pending):
             self.input_error = error  # answered in turn, by resume()
@@ -146,23 +146,23 @@ class RespProtocol(Protocol):
         if error is not None:
             self.closing = True
             self.transport.loseConnection()
-        rt.after_batch()
+        runtime.after_batch()
 
     def _run(self, commands, out=None):
         """Execute ``commands`` until one parks the client; queue the rest."""
         if out is None:
             out = []
-        rt = self.runtime
-        ctx = rt.ctx
+        runtime = self.runtime
+        ctx = runtime.ctx
         node = ctx.node
         client = self.client
-        dispatch = rt.dispatch
+        dispatch = runtime.dispatch
         it = iter(commands)
         for argv in it:
-            if rt.paused_until and rt.clients_paused():
+            if runtime.paused_until and runtime.clients_paused():
                 self.pending.append(argv)
                 self.pending.extend(it)
-                rt.wait_unpause(self)
+                runtime.wait_unpause(self)
                 break
             result = dispatch(ctx, client, argv)
             if node.ready:
@@ -187,9 +187,9 @@ class RespProtocol(Protocol):
     # -- output ----------------------------------------------------------
 
     def _write(self, data):
-        rt = self.runtime
-        rt.ctx.stats.net_out += len(data)
-        self.client.atime = rt.node.now // 1000  # a reply is activity too (timeout, CLIENT LIST idle=)
+        runtime = self.runtime
+        runtime.ctx.stats.net_out += len(data)
+        self.client.atime = runtime.node.now // 1000  # a reply is activity too (timeout, CLIENT LIST idle=)
         self.transport.write(data)
         if self.backlog is not None:
             self.backlog += len(data)

@@ -16,7 +16,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .connection import Connection, ConnectError, ServerError, address, discover, split_address
+from .connection import Connection, ConnectError, ServerError, discover, split_address
 from .offsets import pack_ids, unpack_ids
 from .schema import ARROW_BATCH_ROWS, BatchRows
 

@@ -36,7 +36,7 @@ Invariants:
 import sys
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
