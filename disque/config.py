@@ -35,6 +35,7 @@ needs no applier.  Nothing polls the config.
 
 import contextlib
 import errno
+import gc
 import os
 import re
 import stat
@@ -361,6 +362,7 @@ def _set_keepalive(spec, text, cur):
     return (cur or 300) if on else 0
 
 
+_GC_FREEZE = hasattr(gc, "freeze")  # CPython's (disque/heap.py); PyPy has none
 _TCP_ONLY = "this node listens on TCP only"
 _S = Spec
 # In CONFIG GET order of the original server; then the project's own; then the
@@ -416,7 +418,9 @@ SPECS = (
     _S("listen", "endpoints", [], original=False),
     _S("cluster-listen", "endpoints", [], original=False),
     _S("cluster-connect", "str", "", original=False, nullable=True),
-    _S("gc-freeze-interval", "int", 1, original=False, lo=0, hi=86400),
+    _S("gc-freeze-interval", "int", 1 if _GC_FREEZE else 0, original=False, lo=0, hi=86400,
+       fixed="" if _GC_FREEZE else "this runtime's collector has no gc.freeze and needs none "
+       "(PyPy's major collections are incremental)"),
     _S("dedup-window", "int", 600, True, original=False, lo=0, hi=30 * 86400),
     _S("syslog-enabled", "bool", False, get=False),
     _S("syslog-ident", "str", "disque", get=False),

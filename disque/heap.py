@@ -21,6 +21,12 @@ The trade-off, for applications embedding the node: a reference cycle that
 is alive at a freeze and becomes garbage later is never collected.  Set
 ``gc-freeze-interval 0`` to leave the collector alone (the default for the
 embedding API is the same as for ``twistd``: on).
+
+This is CPython's policy only.  PyPy has no ``gc.freeze`` and no need of
+one: its major collections are incremental (no long pause), and there
+``gc.collect(1)`` would be a full collection, so a periodic one would keep
+a core busy walking an idle node's jobs.  On PyPy the directive is fixed at
+0 (``disque.config``) and no freezer is made.
 """
 
 import gc

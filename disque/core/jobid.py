@@ -16,6 +16,7 @@ import os
 import random
 from binascii import b2a_base64
 from functools import lru_cache
+from typing import Optional
 
 JOB_ID_LEN = 40
 
@@ -25,7 +26,7 @@ class JobIdGenerator:
 
     __slots__ = ("_prefix", "_bits")
 
-    def __init__(self, node_id: bytes, seed: bytes | None = None):
+    def __init__(self, node_id: bytes, seed: Optional[bytes] = None):
         self._prefix = b"D-" + node_id[:8] + b"-"
         self._bits = random.Random(seed if seed is not None else os.urandom(20)).getrandbits
 

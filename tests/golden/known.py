@@ -33,8 +33,8 @@ KNOWN_DIFFERENCES = {
     "INFO field mem_allocator":
         "Python's allocator, not jemalloc-4.0.3 (checked: non-empty)",
     "admin.md: DEBUG STRUCTSIZE":
-        "C struct sizes of the original have no Python equivalent (checked: a bulk "
-        "'bits:64 job:<n> ...' line)",
+        "C struct sizes of the original have no Python equivalent: ours are the "
+        "sizes the memory estimate charges (checked: a bulk 'bits:64 job:<n> ...' line)",
     # -- timing: a race the original's C nodes win against the client's
     # next command and our Python nodes may lose.  Both outcomes pass (see
     # RACES); the check pins the intermediate state we may show.
