@@ -79,6 +79,7 @@ class NodeRuntime:
         self.links = None  # disque.bus.links.Links once the bus runs
         self._frames = {}  # bus frames encoded in the current drain round, by message
         self._bus_batch = 0  # >0 while a bus read is being handed to the core
+        self.pending_output = []  # connections with output kept until the batch ends (disque.output)
         now = int(reactor.seconds() * 1000)
         self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
         self._follow_config()
@@ -158,8 +159,17 @@ class NodeRuntime:
         if self.node.cluster.dirty:
             self.save_nodes()
         self.persistence.flush()
+        if self.pending_output:  # after the AOF: no reply before what it acknowledges
+            self.flush_output()
         if self._wake is None or self.node.deadline_may_be_sooner():
             self._reschedule()
+
+    def flush_output(self):
+        """Send what every connection wrote in this batch (disque.output)."""
+        pending = self.pending_output
+        self.pending_output = []
+        for conn in pending:
+            conn.flush()
 
     # -- the cluster bus ---------------------------------------------------
 

@@ -55,7 +55,8 @@ def twistd_path() -> str:
 class NodeProcess:
     """A real ``twistd -n disque`` process."""
 
-    def __init__(self, workdir, port=None, args=(), config=None, host="127.0.0.1", env=None):
+    def __init__(self, workdir, port=None, args=(), config=None, host="127.0.0.1", env=None, twistd=None):
+        self.twistd = twistd or twistd_path()  # the runtime: the twistd of a venv
         self.host = host
         self.env = env  # extra environment variables
         self.port = port or free_port()
@@ -67,7 +68,7 @@ class NodeProcess:
         self.logpath = os.path.join(self.workdir, "twistd-%d.log" % self.port)
 
     def command(self):
-        cmd = [twistd_path(), "-n", "--pidfile=", "-l", self.logpath, "disque",
+        cmd = [self.twistd, "-n", "--pidfile=", "-l", self.logpath, "disque",
                "--port", str(self.port), "--dir", self.workdir]
         if self.config:
             cmd += ["--config", self.config]
@@ -258,10 +259,11 @@ def redis_cli(port, *args, stdin=None):
     return p.returncode, p.stdout
 
 
-def start_cluster(workdir, n, args=(), timeout=30.0, env=None):
+def start_cluster(workdir, n, args=(), timeout=30.0, env=None, twistd=None):
     """``n`` real nodes on 127.0.0.1, joined by a chain of MEETs (node i
     meets node i+1), returned once every node reaches all the others."""
-    nodes = [NodeProcess(os.path.join(str(workdir), "node%d" % i), args=args, env=env) for i in range(n)]
+    nodes = [NodeProcess(os.path.join(str(workdir), "node%d" % i), args=args, env=env, twistd=twistd)
+             for i in range(n)]
     try:
         for node in nodes:
             node.start(wait=False)

@@ -16,6 +16,7 @@ class Recorder:
         self.lost = []
         self.batches = []
         self.depth = 0
+        self.pending_output = []  # as NodeRuntime: connections to flush when a batch ends
 
     def bus_batch_begin(self):
         self.depth += 1
@@ -84,10 +85,16 @@ def test_outbound_link_reports_its_loss():
     assert rt2.lost == []
 
 
-def test_send_frame_writes_length_prefixed_frames():
+def test_send_frame_writes_length_prefixed_frames_when_the_batch_ends():
     runtime, proto, tr = connect()
     proto.send_frame(wire.encode(HEADER, messages.Pong(())))
-    assert tr.value() == frame(messages.Pong(()))
+    proto.send_frame(wire.encode(HEADER, messages.Ping(())))
+    assert tr.value() == b"" and runtime.pending_output == [proto]  # kept until the batch ends
+    proto.flush()
+    assert tr.value() == frame(messages.Pong(())) + frame(messages.Ping(()))
+    proto.flush()  # nothing more
+    assert tr.value() == frame(messages.Pong(())) + frame(messages.Ping(()))
     proto.close()
     proto.send_frame(b"ignored")
-    assert tr.value() == frame(messages.Pong(()))
+    proto.flush()
+    assert tr.value() == frame(messages.Pong(())) + frame(messages.Ping(()))

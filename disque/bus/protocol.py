@@ -8,20 +8,25 @@ to decode, or a length above ``MAX_LENGTH``, drops the connection: a peer
 that speaks garbage is not a peer, and its link will reconnect clean.
 """
 
+import struct
+
 from twisted.internet.protocol import Factory
 from twisted.protocols.basic import Int32StringReceiver
 
 from ..logs import logger
+from ..output import write_now
 from . import wire
 
 log = logger("disque.bus")
 
 # A job body may be as large as a client bulk (512 MB) plus its record.
 MAX_FRAME = 512 * 1024 * 1024 + 64 * 1024
+_LENGTH = struct.Struct(Int32StringReceiver.structFormat).pack  # the frame's length prefix
 
 
 class BusProtocol(Int32StringReceiver):
     MAX_LENGTH = MAX_FRAME
+    outbuf = None  # frames sent in this batch, until flush(); then None
 
     def __init__(self, runtime, node_id=None, on_connect=None):
         self.runtime = runtime
@@ -65,8 +70,25 @@ class BusProtocol(Int32StringReceiver):
         self.close()
 
     def send_frame(self, frame: bytes):
+        """Keep ``frame`` for :meth:`flush`, which the runtime calls when the
+        batch is done: the frames of a batch go to this peer in one write
+        (:mod:`disque.output`)."""
+        if self.closed:
+            return
+        out = self.outbuf
+        if out is None:
+            self.outbuf = out = []
+            self.runtime.pending_output.append(self)
+        out.append(_LENGTH(len(frame)))
+        out.append(frame)
+
+    def flush(self):
+        out = self.outbuf
+        if out is None:
+            return
+        self.outbuf = None
         if not self.closed:
-            self.sendString(frame)
+            write_now(self.transport, b"".join(out))
 
     def close(self):
         self.closed = True

@@ -1,7 +1,8 @@
 """The client-facing RESP protocol: parse, dispatch, write, park.
 
 One ``dataReceived`` parses every complete request, runs them in order and
-answers with a single ``transport.write``.  A command that blocks (GETJOB
+answers with a single write when the batch is done (:mod:`disque.output`:
+after the AOF, straight to the socket).  A command that blocks (GETJOB
 with no job) parks the connection: later pipelined requests wait, in order,
 until the node delivers the parked reply (``deliver``), as in Redis.
 
@@ -33,6 +34,7 @@ from twisted.internet.protocol import Factory, Protocol
 from zope.interface import implementer
 
 from ..logs import logger
+from ..output import write_now
 from .codec import ProtocolError, RequestParser
 from .reply import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
 
@@ -58,6 +60,7 @@ class RespProtocol(Protocol):
     parked = False
     closing = False
     input_error = None  # a protocol error waiting for the parked pipeline ahead of it
+    outbuf = None  # replies written in this batch, until flush(); then None
     backlog = None  # bytes written since the transport said it is full; None: it is not
     over_soft_since = None  # node time (ms) the backlog went above the soft limit
 
@@ -187,10 +190,25 @@ class RespProtocol(Protocol):
     # -- output ----------------------------------------------------------
 
     def _write(self, data):
+        """Keep ``data`` for :meth:`flush`, which the runtime calls when the
+        batch is done (:mod:`disque.output`)."""
         runtime = self.runtime
         runtime.ctx.stats.net_out += len(data)
         self.client.atime = runtime.node.now // 1000  # a reply is activity too (timeout, CLIENT LIST idle=)
-        self.transport.write(data)
+        if self.outbuf is None:
+            self.outbuf = [data]
+            runtime.pending_output.append(self)
+        else:
+            self.outbuf.append(data)
+
+    def flush(self):
+        """Send what this batch wrote, in one write."""
+        out = self.outbuf
+        if out is None:
+            return
+        self.outbuf = None
+        data = out[0] if len(out) == 1 else b"".join(out)
+        write_now(self.transport, data)
         if self.backlog is not None:
             self.backlog += len(data)
             self._check_output_limits()
