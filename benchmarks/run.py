@@ -388,13 +388,13 @@ def _ratio(key, ref=None):
         row = result["rows"].get(key)
         if row is None:
             return None
-        return row[1] / result["calibration"][ref or row[5]][0]
+        return row[2] / result["calibration"][ref or row[5]][0]
     return figure
 
 
 def _per_addjob(result):
     cycle_row, add = result["rows"].get("cycle"), result["rows"].get("addjob")
-    return cycle_row[1] / add[1] if cycle_row and add else None
+    return cycle_row[2] / add[2] if cycle_row and add else None
 
 
 # (runtimes, what, figure of a runtime's result, goal, True if higher is better)
