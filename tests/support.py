@@ -19,14 +19,20 @@ import hiredis
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+_HANDED_OUT = set()  # ports this process already gave: never twice
+
+
 def free_port() -> int:
-    """A free port whose +10000 (cluster bus) is free too."""
+    """A free port whose +10000 (cluster bus) is free too, never one this
+    process handed out before: two calls made before either port is bound
+    (a node to start, then another) would otherwise get the same one, and
+    the second node's readiness check would reach the first node."""
     for _ in range(200):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
         s.close()
-        if port + 10000 > 65535:
+        if port + 10000 > 65535 or port in _HANDED_OUT or port + 10000 in _HANDED_OUT:
             continue
         b = socket.socket()
         try:
@@ -35,6 +41,7 @@ def free_port() -> int:
             continue
         finally:
             b.close()
+        _HANDED_OUT.update((port, port + 10000))
         return port
     raise RuntimeError("no free port pair")
 
