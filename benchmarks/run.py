@@ -283,8 +283,8 @@ def idle_cpu(pid, seconds):
 def redis_memory(port, n):
     """(bytes of RSS per element of a list of ``n`` 100-byte values, % of a
     core redis-server uses idle holding them)."""
+    before = info_field(port, "memory", "used_memory_rss")
     c = Client(port, timeout=120)
-    before = int(c.call("INFO", "memory").decode().split("used_memory_rss:")[1].split()[0])
     cmd = Client.encode("LPUSH", "memlist", "x" * 100)
     for done in range(0, n, 1000):
         k = min(1000, n - done)
@@ -292,9 +292,8 @@ def redis_memory(port, n):
         for _ in range(k):
             c.read()
     time.sleep(1)
-    after = int(c.call("INFO", "memory").decode().split("used_memory_rss:")[1].split()[0])
-    pid = int(c.call("INFO", "server").decode().split("process_id:")[1].split()[0])
-    idle = idle_cpu(pid, 5.0)
+    after = info_field(port, "memory", "used_memory_rss")
+    idle = idle_cpu(info_field(port, "server", "process_id"), 5.0)
     c.call("DEL", "memlist")
     c.close()
     return (after - before) / n, idle

@@ -1,7 +1,7 @@
 """Output leaves at the end of a batch, straight to the socket.
 
 Connections do not write to their transport as replies and bus frames are
-made: they keep them (``outbuf``) and join the runtime's ``pending_output``
+made: they keep them (:class:`BatchOutput`) and join the runtime's ``pending_output``
 list, and :meth:`disque.service.NodeRuntime.after_batch` calls their
 ``flush()`` once the batch is done.  Two things follow:
 
@@ -23,6 +23,31 @@ from twisted.internet import tcp
 # Twisted's TCP transports, whose buffers write_now reads (any other
 # transport, TLS or in-memory ones included, takes the ordinary path).
 _DIRECT = (tcp.Server, tcp.Client)
+
+
+class BatchOutput:
+    """What a connection keeps until its batch ends (mixed into the RESP and
+    bus protocols, which have ``runtime`` and ``transport``).  Invariant:
+    ``outbuf`` is None, or non-empty and the connection is in
+    ``runtime.pending_output`` exactly once."""
+
+    outbuf = None
+
+    def keep(self, *chunks: bytes) -> None:
+        """Keep ``chunks`` for the next :meth:`take_output`."""
+        out = self.outbuf
+        if out is None:
+            self.outbuf = out = []
+            self.runtime.pending_output.append(self)
+        out.extend(chunks)
+
+    def take_output(self):
+        """The bytes kept since the last call, joined, or None."""
+        out = self.outbuf
+        if out is None:
+            return None
+        self.outbuf = None
+        return out[0] if len(out) == 1 else b"".join(out)
 
 
 def write_now(transport, data: bytes) -> None:

@@ -22,10 +22,12 @@ gossips = st.lists(gossip, max_size=5).map(tuple)
 MESSAGES = st.one_of(
     st.builds(messages.Meet, gossips), st.builds(messages.Ping, gossips), st.builds(messages.Pong, gossips),
     st.builds(messages.Fail, ids), st.builds(messages.ReplJob, jobs), st.builds(messages.GotJob, ids),
-    st.builds(messages.Enqueue, ids), st.builds(messages.WillQueue, ids), st.builds(messages.Queued, ids, st.integers(0, 2)),
-    st.builds(messages.Working, ids), st.builds(messages.SetAck, ids, u32), st.builds(messages.GotAck, ids, st.booleans()),
+    st.builds(messages.Enqueue, ids), st.builds(messages.WillQueue, ids),
+    st.builds(messages.Queued, ids, st.integers(0, 2)), st.builds(messages.Working, ids),
+    st.builds(messages.SetAck, ids, u32), st.builds(messages.GotAck, ids, st.booleans()),
     st.builds(messages.DelJob, ids, st.booleans()), st.builds(messages.NeedJobs, small, u32),
-    st.builds(messages.YourJobs, st.lists(jobs, max_size=3).map(tuple)), st.builds(messages.Pause, small, st.integers(0, 3)),
+    st.builds(messages.YourJobs, st.lists(jobs, max_size=3).map(tuple)),
+    st.builds(messages.Pause, small, st.integers(0, 3)),
 )
 HEADERS = st.builds(messages.Header, ids, st.binary(max_size=255), st.integers(0, 65535), st.integers(0, 65535))
 

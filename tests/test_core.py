@@ -338,7 +338,7 @@ def test_addjob_fast_path_is_the_generic_enqueue(ttl, retry):
         n.queues.get(b"q") or n.queues.queue_for(b"q")
     job = fast.addjob.add(b"q", b"x", 1, 0, retry, ttl, 0, False)
     ref = Job(job.id, b"q", b"x", WAIT_REPL, 1, job.ctime, job.etime, 0, job.retry,
-                ref_node.now + job.retry * 1000)
+              ref_node.now + job.retry * 1000)
     ref.delivered = job.delivered
     assert ref_node.jobs.add(ref)
     assert ref_node.queues.enqueue(ref)  # draws the same jitter from the same seeded rng

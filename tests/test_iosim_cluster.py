@@ -86,7 +86,8 @@ def test_getjob_and_ack_on_b_then_both_nodes_forget_the_job(pair):
     b.send("GETJOB", "TIMEOUT", 1000, "FROM", "q")
     cluster.pump()
     assert b.reply() == [[b"q", job_id, b"body"]]  # moved from A by federation
-    assert received(cluster, start, messages.NeedJobs, messages.YourJobs)[:2] == [(1, 0, "NeedJobs"), (0, 1, "YourJobs")]
+    assert received(cluster, start, messages.NeedJobs, messages.YourJobs)[:2] == [
+        (1, 0, "NeedJobs"), (0, 1, "YourJobs")]
 
     start = len(cluster.frames)
     assert b.call("ACKJOB", job_id) == 1

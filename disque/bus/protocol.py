@@ -14,7 +14,7 @@ from twisted.internet.protocol import Factory
 from twisted.protocols.basic import Int32StringReceiver
 
 from ..logs import logger
-from ..output import write_now
+from ..output import BatchOutput, write_now
 from . import wire
 
 log = logger("disque.bus")
@@ -24,9 +24,8 @@ MAX_FRAME = 512 * 1024 * 1024 + 64 * 1024
 _LENGTH = struct.Struct(Int32StringReceiver.structFormat).pack  # the frame's length prefix
 
 
-class BusProtocol(Int32StringReceiver):
+class BusProtocol(BatchOutput, Int32StringReceiver):
     MAX_LENGTH = MAX_FRAME
-    outbuf = None  # frames sent in this batch, until flush(); then None
 
     def __init__(self, runtime, node_id=None, on_connect=None):
         self.runtime = runtime
@@ -73,22 +72,13 @@ class BusProtocol(Int32StringReceiver):
         """Keep ``frame`` for :meth:`flush`, which the runtime calls when the
         batch is done: the frames of a batch go to this peer in one write
         (:mod:`disque.output`)."""
-        if self.closed:
-            return
-        out = self.outbuf
-        if out is None:
-            self.outbuf = out = []
-            self.runtime.pending_output.append(self)
-        out.append(_LENGTH(len(frame)))
-        out.append(frame)
+        if not self.closed:
+            self.keep(_LENGTH(len(frame)), frame)
 
     def flush(self):
-        out = self.outbuf
-        if out is None:
-            return
-        self.outbuf = None
-        if not self.closed:
-            write_now(self.transport, b"".join(out))
+        data = self.take_output()
+        if data is not None and not self.closed:
+            write_now(self.transport, data)
 
     def close(self):
         self.closed = True

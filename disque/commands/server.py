@@ -437,8 +437,9 @@ def latency(ctx, client, argv):
     sub = argv[1].lower()
     events = ctx.latency.events
     if sub == b"latest" and len(argv) == 2:
-        return reply.array(b"*4\r\n" + reply.bulk(name) + reply.integer(s.samples[-1][0]) + reply.integer(s.samples[-1][1])
-                       + reply.integer(s.max) for name, s in events.items())
+        return reply.array(b"*4\r\n" + reply.bulk(name) + reply.integer(s.samples[-1][0])
+                           + reply.integer(s.samples[-1][1]) + reply.integer(s.max)
+                           for name, s in events.items())
     if sub == b"history" and len(argv) == 3:
         series = events.get(argv[2])
         samples = series.samples if series is not None else ()

@@ -41,7 +41,7 @@ class Acks:
             if job is None:
                 if cluster.size > 1 and not cluster.leaving and not is_at_most_once(job_id):
                     job = Job(job_id, None, None, ACKED, 0, 0,
-                                node.now + ttl_minutes(job_id) * 60000, 0, 0, 0)
+                              node.now + ttl_minutes(job_id) * 60000, 0, 0, 0)
                     jobs.register(job)
             elif job.state != ACKED:
                 self.acknowledge(job)

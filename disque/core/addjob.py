@@ -133,7 +133,7 @@ class AddJob:
         self._prev_ctime = ctime
         etime = now + ttl * 1000
         job = Job(self.ids.new_id(ttl, retry), queue, body, WAIT_REPL, repl, ctime, etime, delay,
-                    retry, now + (delay or retry) * 1000)
+                  retry, now + (delay or retry) * 1000)
         if not self._table.add(job.id, job):  # 144 random bits: only a bug gets here
             raise CommandError(b"ERR", b"Internal error creating the job, check server logs")
         if dedup is not None:

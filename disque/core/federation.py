@@ -101,7 +101,8 @@ class Federation:
                     continue  # at most once: we delivered it already
             self._queues.enqueue_first(job)  # a move, not a redelivery
             if job.retry:
-                self._cluster.send_to_copies(job, messages.Queued(job.id, messages.COUNT_NONE))  # postpone their requeue
+                # postpone their requeue
+                self._cluster.send_to_copies(job, messages.Queued(job.id, messages.COUNT_NONE))
             imported += 1
         if imported and self.policy is not None:
             self.policy.received(self._queues.queue_for(name), sender, imported, self.node.now)

@@ -140,7 +140,7 @@ class Jobs:
     def record(job) -> messages.JobRecord:
         """The job as REPLJOB / YOURJOBS carry it."""
         return messages.JobRecord(job.id, job.queue, job.body, job.repl, job.ctime, job.etime, job.delay,
-                           job.retry, job.nacks, job.deliv, tuple(job.delivered), job.dedup or b"")
+                                  job.retry, job.nacks, job.deliv, tuple(job.delivered), job.dedup or b"")
 
     def from_record(self, rec, qtime: int):
         """A new ACTIVE job from a REPLJOB / YOURJOBS record (not yet
@@ -150,7 +150,7 @@ class Jobs:
         node = self.node
         q = node.queues.get(rec.queue)
         job = Job(rec.id, q.name if q is not None else rec.queue, rec.body, ACTIVE, rec.repl, rec.ctime,
-                    rec.etime, rec.delay, rec.retry, qtime)
+                  rec.etime, rec.delay, rec.retry, qtime)
         job.nacks = rec.nacks
         job.deliv = rec.deliv
         me = node.my_id

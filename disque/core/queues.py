@@ -65,7 +65,8 @@ class Queues:
                 job.nacks += 1
             else:
                 job.deliv += 1
-            node.cluster.send_to_copies(job, messages.Queued(job.id, messages.COUNT_NACK if nack else messages.COUNT_DELIVERY))
+            count = messages.COUNT_NACK if nack else messages.COUNT_DELIVERY
+            node.cluster.send_to_copies(job, messages.Queued(job.id, count))
         else:
             job.flags |= F_BCAST_QUEUED
         node.jobs.update_awake(job)

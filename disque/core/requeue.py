@@ -143,4 +143,5 @@ class Requeue:
             self._jobs.postpone(job)
 
     def handlers(self):
-        return {messages.WillQueue: self.on_willqueue, messages.Queued: self.on_queued, messages.Working: self.on_working}
+        return {messages.WillQueue: self.on_willqueue, messages.Queued: self.on_queued,
+                messages.Working: self.on_working}

@@ -34,7 +34,7 @@ from twisted.internet.protocol import Factory, Protocol
 from zope.interface import implementer
 
 from ..logs import logger
-from ..output import write_now
+from ..output import BatchOutput, write_now
 from .codec import ProtocolError, RequestParser
 from .reply import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
 
@@ -55,12 +55,11 @@ def set_keepalive(transport, seconds: int) -> None:
 
 
 @implementer(IPushProducer)
-class RespProtocol(Protocol):
+class RespProtocol(BatchOutput, Protocol):
     client = None
     parked = False
     closing = False
     input_error = None  # a protocol error waiting for the parked pipeline ahead of it
-    outbuf = None  # replies written in this batch, until flush(); then None
     backlog = None  # bytes written since the transport said it is full; None: it is not
     over_soft_since = None  # node time (ms) the backlog went above the soft limit
 
@@ -195,19 +194,13 @@ class RespProtocol(Protocol):
         runtime = self.runtime
         runtime.ctx.stats.net_out += len(data)
         self.client.atime = runtime.node.now // 1000  # a reply is activity too (timeout, CLIENT LIST idle=)
-        if self.outbuf is None:
-            self.outbuf = [data]
-            runtime.pending_output.append(self)
-        else:
-            self.outbuf.append(data)
+        self.keep(data)
 
     def flush(self):
         """Send what this batch wrote, in one write."""
-        out = self.outbuf
-        if out is None:
+        data = self.take_output()
+        if data is None:
             return
-        self.outbuf = None
-        data = out[0] if len(out) == 1 else b"".join(out)
         write_now(self.transport, data)
         if self.backlog is not None:
             self.backlog += len(data)
