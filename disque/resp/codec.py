@@ -178,9 +178,12 @@ class RequestParser:
         """``feed(data)`` then ``parse()``, with a shortcut for the common
         case of a client sending whole canonical requests while nothing is
         buffered: one ``split`` and the table checks of :meth:`_fast`, no
-        buffering.  Anything else takes the general path unchanged."""
+        buffering.  Anything else takes the general path unchanged, and so
+        does data longer than a window (one read of a socket is 64 KB at
+        most; a bigger string could be a payload full of CRLFs, split here
+        into millions of lines)."""
         if not self._chunks and data[:1] == b"*" and data[-2:] == b"\r\n" \
-                and self._left == 0 and self._error is None and type(data) is bytes:
+                and len(data) <= _WINDOW and self._left == 0 and self._error is None and type(data) is bytes:
             lines = data.split(b"\r\n")
             last = len(lines) - 1
             out = []
