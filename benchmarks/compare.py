@@ -3,15 +3,19 @@
 Usage::
 
     .venv/bin/python benchmarks/compare.py TWISTD [TWISTD ...] [--requests 100000]
-        [--rounds 3] [--cluster]
+        [--rounds 3] [--cluster | --cluster-only]
 
-Each TWISTD is the ``twistd`` of a virtualenv holding one build: another
-checkout (``git worktree add ../old <rev>``, then its own venv) or another
+Each TWISTD is the ``twistd`` of a virtualenv holding one build, or
+``TWISTD=CHECKOUT`` to run that virtualenv's interpreter on the code of
+another checkout (``git worktree add /tmp/old <rev>``; the checkout goes
+first on the node's ``PYTHONPATH``, no second install needed), or another
 runtime (``.venv-pypy/bin/twistd``).  A node of each build runs at once;
 PING and ADDJOB rounds alternate between them, so a noisy neighbour hits
 every build alike, and the median of the rounds is printed with the node
 CPU time per request.  ``--cluster`` adds a 3-node REPLICATE 3 cluster per
-build (unpipelined and -P 16), one build after the other.
+build (unpipelined and -P 16), all running at once, their rounds
+alternating too; it prints the CPU of the node the clients talk to and of
+the whole cluster, per request.
 """
 
 import argparse
@@ -24,14 +28,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 sys.path.insert(0, HERE)
 
-from run import measured  # noqa: E402
+from run import cpu_seconds, measured  # noqa: E402
 from support import NodeProcess, start_cluster  # noqa: E402
 
 COMMANDS = (("PING",), ("ADDJOB", "q", "x" * 100, "0"))
 
 
+def build(spec):
+    """(twistd, environment) of a TWISTD[=CHECKOUT] argument."""
+    twistd, _, checkout = spec.partition("=")
+    return os.path.abspath(twistd), ({"PYTHONPATH": os.path.abspath(checkout)} if checkout else None)
+
+
 def single(paths, n, rounds, warmup):
-    nodes = [NodeProcess(tempfile.mkdtemp(prefix="disque-compare-"), twistd=p).start() for p in paths]
+    nodes = [NodeProcess(tempfile.mkdtemp(prefix="disque-compare-"), twistd=build(p)[0], env=build(p)[1]).start()
+             for p in paths]
     try:
         for node in nodes:
             for command in COMMANDS:
@@ -52,16 +63,32 @@ def single(paths, n, rounds, warmup):
             node.stop()
 
 
-def cluster(paths, n, warmup):
-    print("\n| 3-node REPLICATE 3 | twistd | ops/s | p50 ms | node CPU us/op |\n|---|---|---:|---:|---:|")
-    for path in paths:
-        nodes = start_cluster(tempfile.mkdtemp(prefix="disque-compare-"), 3, twistd=path)
-        try:
+def cluster(paths, n, rounds, warmup):
+    shapes = tuple(s for s in (("unpipelined", 1), ("-P 16", 16)) if os.environ.get("SHAPES", "unpipelined,-P 16").count(s[0]))
+    clusters = []
+    try:
+        for path in paths:
+            twistd, env = build(path)
+            clusters.append(start_cluster(tempfile.mkdtemp(prefix="disque-compare-"), 3, twistd=twistd, env=env))
+        for nodes in clusters:
             measured(nodes[0], warmup, "ADDJOB", "w", "x" * 100, "0")
-            for label, pipeline in (("unpipelined", 1), ("-P 16", 16)):
-                rps, p50, cpu = measured(nodes[0], n, "ADDJOB", "q", "x" * 100, "0", pipeline=pipeline)
-                print("| %s | %s | %.0f | %.2f | %.1f |" % (label, path, rps, p50, cpu))
-        finally:
+        runs = {(i, label): [] for i in range(len(paths)) for label, _ in shapes}
+        for _ in range(rounds):
+            for label, pipeline in shapes:
+                for i, nodes in enumerate(clusters):
+                    before = sum(cpu_seconds(node.proc.pid) for node in nodes)
+                    rps, p50, cpu = measured(nodes[0], n, "ADDJOB", "q", "x" * 100, "0", pipeline=pipeline)
+                    total = (sum(cpu_seconds(node.proc.pid) for node in nodes) - before) / n * 1e6
+                    runs[(i, label)].append((rps, p50, cpu, total))
+        print("\n| 3-node REPLICATE 3 | build | ops/s | p50 ms | first node CPU us/op | cluster CPU us/op |\n"
+              "|---|---|---:|---:|---:|---:|")
+        for label, _ in shapes:
+            for i, path in enumerate(paths):
+                r = runs[(i, label)]
+                print("| %s | %s | %.0f | %.2f | %.1f | %.1f |" % (
+                    label, path, *(statistics.median(x[k] for x in r) for k in range(4))))
+    finally:
+        for nodes in clusters:
             for node in nodes:
                 node.stop()
 
@@ -73,11 +100,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=20000)
     ap.add_argument("--cluster", action="store_true")
+    ap.add_argument("--cluster-only", action="store_true", help="only the 3-node rows")
     args = ap.parse_args()
-    args.twistd = [os.path.abspath(path) for path in args.twistd]  # the nodes run in their own directories
-    single(args.twistd, args.requests, args.rounds, args.warmup)
-    if args.cluster:
-        cluster(args.twistd, args.requests // 2, args.warmup)
+    if not args.cluster_only:
+        single(args.twistd, args.requests, args.rounds, args.warmup)
+    if args.cluster or args.cluster_only:
+        cluster(args.twistd, args.requests // 2, args.rounds, args.warmup)
 
 
 if __name__ == "__main__":

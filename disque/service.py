@@ -228,10 +228,19 @@ class NodeRuntime:
             self._wake.cancel()
         delay = max(at - int(self.reactor.seconds() * 1000), 0) / 1000.0
         self._wake_at = at
-        self._wake = self.reactor.callLater(delay, self.tick)
+        self._wake = self.reactor.callLater(delay, self.wake)
+
+    def wake(self):
+        """The core's earliest deadline came: run what is due, nothing
+        periodic (that is :meth:`tick`'s, ``hz`` times a second)."""
+        self._wake = None
+        self.set_time()
+        self.node.run_due()
+        self.after_batch()
 
     def tick(self):
-        self._wake = None
+        """The periodic work, ``hz`` times a second (the cron
+        TimerService)."""
         self.set_time()
         if self.config["maxmemory-policy"] == "acks":
             self.node.memory.set_limit(self.config["maxmemory"])  # evicts above 95%

@@ -178,6 +178,27 @@ def test_exact_wake_ups_when_sooner_deadlines_come_after_later_ones():
     assert take(tr) == b":1\r\n"
 
 
+def test_deadline_wake_ups_run_only_what_is_due(monkeypatch):
+    """A wake-up for a deadline (here 200 blocked GETJOBs timing out one
+    millisecond apart) runs the due work only: the periodic work (RSS read,
+    idle queues, cluster cron) is the hz tick's.  Under load deadlines come
+    every millisecond; running the whole tick each time cost a file read
+    per request."""
+    runtime, clock = make_runtime()
+    periodic = []
+    monkeypatch.setattr(runtime.node.queues, "reclaim_idle", lambda: periodic.append(1))
+    monkeypatch.setattr("disque.service._rss", lambda: periodic.append(1) or 0)
+    clients = [connect(runtime) for _ in range(200)]
+    for n, (proto, _) in enumerate(clients):
+        proto.dataReceived(cmd("GETJOB", "TIMEOUT", str(10 + n), "FROM", "empty"))
+    for _ in range(220):
+        clock.advance(0.001)
+    assert [take(tr) for _, tr in clients] == [b"*-1\r\n"] * 200
+    assert periodic == []
+    runtime.tick()
+    assert len(periodic) == 2
+
+
 def test_info_server_names_the_runtime_and_the_interpreters_compiler():
     import platform
     import re

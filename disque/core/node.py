@@ -98,26 +98,42 @@ class NodeState:
     def set_time(self, now: int) -> None:
         self.now = now
 
+    def run_due(self) -> None:
+        """The work whose time has come, and only that: jobs due in the
+        schedule (``processJob``), timers (blocked GETJOB timeouts,
+        replication steps and deadlines), then clients waiting for jobs that
+        became ready.  The runtime calls it when :meth:`next_deadline`
+        arrives, which can be hundreds of times a second under load, so it
+        does nothing periodic."""
+        self._pop_due()
+        self.getjob.serve_ready()
+
     def tick(self) -> None:
-        """Periodic and deadline-driven work at the current time."""
+        """Periodic work (the runtime calls it ``hz`` times a second), after
+        what is due: DEDUP keys past their window, idle queues reclaimed,
+        and every ``CRON_PERIOD_MS`` the cluster's and federation's cron."""
         now = self.now
-        jobs = self.jobs
-        process_job = self.requeue.process_job
-        for job in self.schedule.pop_due(now):
-            if jobs.get(job.id) is job:
-                process_job(job)
-        if jobs.dedup.gone:
-            jobs.dedup.expire(now)
-        if len(self.timers):
-            fired = self._timer_fired
-            for timer in self.timers.pop_due(now):
-                fired[type(timer)](timer)
+        self._pop_due()
+        if self.jobs.dedup.gone:
+            self.jobs.dedup.expire(now)
         self.queues.reclaim_idle()
         if now - self._last_cron >= CRON_PERIOD_MS:
             self._last_cron = now
             self.cluster.cron(now)
             self.federation.cron()
         self.getjob.serve_ready()
+
+    def _pop_due(self) -> None:
+        now = self.now
+        jobs = self.jobs
+        process_job = self.requeue.process_job
+        for job in self.schedule.pop_due(now):
+            if jobs.get(job.id) is job:
+                process_job(job)
+        if len(self.timers):
+            fired = self._timer_fired
+            for timer in self.timers.pop_due(now):
+                fired[type(timer)](timer)
 
     def deadline_may_be_sooner(self) -> bool:
         """True if something due earlier than the last :meth:`next_deadline`
