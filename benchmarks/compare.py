@@ -63,8 +63,11 @@ def single(paths, n, rounds, warmup):
             node.stop()
 
 
-def cluster(paths, n, rounds, warmup):
-    shapes = tuple(s for s in (("unpipelined", 1), ("-P 16", 16)) if os.environ.get("SHAPES", "unpipelined,-P 16").count(s[0]))
+SHAPES = {"unpipelined": 1, "P16": 16}  # the 3-node rows: name -> redis-benchmark -P
+
+
+def cluster(paths, n, rounds, warmup, names=tuple(SHAPES)):
+    shapes = [("-P 16" if name == "P16" else name, SHAPES[name]) for name in names]
     clusters = []
     try:
         for path in paths:
@@ -101,11 +104,12 @@ def main():
     ap.add_argument("--warmup", type=int, default=20000)
     ap.add_argument("--cluster", action="store_true")
     ap.add_argument("--cluster-only", action="store_true", help="only the 3-node rows")
+    ap.add_argument("--shapes", default=",".join(SHAPES), help="3-node rows to run: " + ",".join(SHAPES))
     args = ap.parse_args()
     if not args.cluster_only:
         single(args.twistd, args.requests, args.rounds, args.warmup)
     if args.cluster or args.cluster_only:
-        cluster(args.twistd, args.requests // 2, args.rounds, args.warmup)
+        cluster(args.twistd, args.requests // 2, args.rounds, args.warmup, args.shapes.split(","))
 
 
 if __name__ == "__main__":
