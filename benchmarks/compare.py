@@ -66,13 +66,20 @@ def single(paths, n, rounds, warmup):
 SHAPES = {"unpipelined": 1, "P16": 16}  # the 3-node rows: name -> redis-benchmark -P
 
 
-def cluster(paths, n, rounds, warmup, names=tuple(SHAPES)):
+def cluster(paths, n, rounds, warmup, names=tuple(SHAPES), pin=False):
     shapes = [("-P 16" if name == "P16" else name, SHAPES[name]) for name in names]
     clusters = []
     try:
         for path in paths:
             twistd, env = build(path)
             clusters.append(start_cluster(tempfile.mkdtemp(prefix="disque-compare-"), 3, twistd=twistd, env=env))
+        if pin:  # the first node alone on CPU 0; the replicas and the load generator on the others
+            others = os.sched_getaffinity(0) - {0}
+            os.sched_setaffinity(0, others)
+            for nodes in clusters:
+                os.sched_setaffinity(nodes[0].proc.pid, {0})
+                for node in nodes[1:]:
+                    os.sched_setaffinity(node.proc.pid, others)
         for nodes in clusters:
             measured(nodes[0], warmup, "ADDJOB", "w", "x" * 100, "0")
         runs = {(i, label): [] for i in range(len(paths)) for label, _ in shapes}
@@ -104,12 +111,14 @@ def main():
     ap.add_argument("--warmup", type=int, default=20000)
     ap.add_argument("--cluster", action="store_true")
     ap.add_argument("--cluster-only", action="store_true", help="only the 3-node rows")
+    ap.add_argument("--pin", action="store_true",
+                    help="3-node rows: the first node alone on CPU 0, the rest on the other CPUs (less noise)")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="3-node rows to run: " + ",".join(SHAPES))
     args = ap.parse_args()
     if not args.cluster_only:
         single(args.twistd, args.requests, args.rounds, args.warmup)
     if args.cluster or args.cluster_only:
-        cluster(args.twistd, args.requests // 2, args.rounds, args.warmup, args.shapes.split(","))
+        cluster(args.twistd, args.requests // 2, args.rounds, args.warmup, args.shapes.split(","), args.pin)
 
 
 if __name__ == "__main__":
