@@ -289,7 +289,8 @@ class NodeRuntime:
             "build_id": self.run_id[:16],
             "os": "%s %s %s" % (uname.system, uname.release, uname.machine),
             "arch_bits": 64 if sys.maxsize > 2**32 else 32,
-            "multiplexing_api": type(self.reactor).__name__.replace("Reactor", "").lower() or "twisted",
+            "multiplexing_api": getattr(self.reactor, "multiplexing_api", None)
+            or type(self.reactor).__name__.replace("Reactor", "").lower() or "twisted",
             "gcc_version": _gcc_version(),
             "runtime": "%s %s" % (platform.python_implementation(), platform.python_version()),
             "process_id": os.getpid(),

@@ -96,6 +96,10 @@ def makeService(options, reactor=None):
 
     if options.config["port"] + 10000 > 65535:
         _fail("port %d leaves no room for the cluster bus (port + 10000)" % options.config["port"])
+    if reactor is None:  # the process is ours: the lean reactor (disque.reactor)
+        from twisted.internet import reactor as running
+        from .reactor import lighten
+        lighten(running)
     try:
         return DisqueNodeService(options.config, reactor=reactor)
     # ConfigError: a value the node refuses (rename-command, ...)
