@@ -142,3 +142,51 @@ def test_the_clock_is_fake_and_shared(tmp_path):
         assert int(a.call("TIME")[0]) == int(start + 10)
     finally:
         cluster.stop()
+
+
+def hello_priorities(client, ports):
+    """Port -> HELLO priority of each node, as ``client``'s node reports."""
+    return {int(entry[2]): int(entry[3]) for entry in client.call("HELLO")[2:] if int(entry[2]) in ports}
+
+
+def test_hello_priority_follows_what_the_node_knows_of_each_peer(tmp_path):
+    """1 healthy, 5 without a link, 10 suspected (PFAIL), 100 failed or
+    leaving: clients pick the lowest."""
+    cluster = IOSimCluster(3, tmp_path, overrides={"cluster-node-timeout": "2000"})
+    try:
+        a, b = cluster.client(0), cluster.client(1)
+        a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[1])
+        a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[2])
+        cluster.advance(2.0)
+        ports = cluster.ports
+        assert hello_priorities(a, ports) == {p: 1 for p in ports}
+        cluster.kill(2)  # the link to C drops at once: no link, not suspected yet
+        assert hello_priorities(a, ports) == {ports[0]: 1, ports[1]: 1, ports[2]: 5}
+        cluster.advance(2.5)  # past cluster-node-timeout: suspected, then failed by the majority (A and B)
+        assert hello_priorities(a, ports)[ports[2]] in (10, 100)
+        cluster.advance(5.0)
+        assert hello_priorities(a, ports)[ports[2]] == 100
+        assert b.call("CLUSTER", "LEAVING", "yes") == b"OK"
+        cluster.advance(1.0)
+        assert hello_priorities(a, ports)[ports[1]] == 100
+        assert hello_priorities(b, ports)[ports[1]] == 100
+    finally:
+        cluster.stop()
+
+
+def test_hello_priority_of_a_suspected_peer_is_10(tmp_path):
+    """Two nodes: a silent peer can be suspected (PFAIL) but never failed
+    (no majority of other nodes to agree), so HELLO says 10."""
+    cluster = IOSimCluster(2, tmp_path, overrides={"cluster-node-timeout": "2000"})
+    try:
+        a = cluster.client(0)
+        a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[1])
+        cluster.advance(2.0)
+        cluster.hold(1, 0)  # B's PONGs stay in flight: the link is up, B is silent
+        cluster.advance(4.0)
+        assert hello_priorities(a, cluster.ports) == {cluster.ports[0]: 1, cluster.ports[1]: 10}
+        cluster.release(1, 0)
+        cluster.advance(1.0)
+        assert hello_priorities(a, cluster.ports) == {cluster.ports[0]: 1, cluster.ports[1]: 1}
+    finally:
+        cluster.stop()

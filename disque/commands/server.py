@@ -25,12 +25,17 @@ def time_(ctx, client, argv):
 
 
 def node_priority(node, cluster_node) -> bytes:
-    """HELLO priority: 1 for healthy nodes, 100 for leaving, suspected or
-    failed ones (clients pick the lowest)."""
+    """HELLO priority, lower is better (clients pick the lowest), as the
+    original: 100 for a node failed or leaving, 10 for one suspected
+    (PFAIL), 5 for a peer we have no link to, 1 for the others."""
     if cluster_node is node.cluster.myself:
         return b"100" if node.cluster.leaving else b"1"
-    if cluster_node.leaving or not cluster_node.reachable:
+    if cluster_node.leaving or cluster_node.fail:
         return b"100"
+    if cluster_node.pfail:
+        return b"10"
+    if not cluster_node.connected:
+        return b"5"
     return b"1"
 
 
