@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from disque.core.job import ACTIVE, F_DELIVERED, Job, QUEUED, WAIT_REPL
+from disque.core.job import ACKED, ACTIVE, F_DELIVERED, Job, JobExtra, NO_EXTRA, QUEUED, WAIT_REPL
 from disque.core.effects import Reply
 from disque.core.jobid import is_at_most_once, is_valid, ttl_minutes, ttl_suffix
 from disque.core.errors import CommandError
@@ -327,6 +327,48 @@ def test_flush_all_keeps_blocked_clients_waiting():
     job = add(node, b"w")
     node.getjob.serve_ready()
     assert node.outbox == [Reply("c", [job])]
+
+
+# -- what a job costs in memory ----------------------------------------------
+
+def test_a_plain_job_keeps_no_extra_record_through_its_life():
+    """ADDJOB, GETJOB, ACKJOB of a job without DELAY, DEDUP or NACKs on a
+    single node never gives it a JobExtra of its own."""
+    node = make_node()
+    job = add(node)
+    assert job.extra is NO_EXTRA
+    assert node.getjob.get_jobs([b"q"], 1) == [job]
+    assert job.extra is NO_EXTRA
+    node.acks.acknowledge(job)
+    assert job.extra is NO_EXTRA and job.state == ACKED
+    node.acks.ack_jobs([job.id])
+    assert node.jobs.get(job.id) is None and job.extra is NO_EXTRA
+
+
+def test_extra_fields_read_and_write_as_attributes():
+    job = Job(b"D-" + b"x" * 38, b"q", b"b", ACTIVE, 1, 5, 6, 0, 10, 7)
+    assert (job.delay, job.nacks, job.deliv, job.gc_retry, job.confirmed, job.dedup) == (0, 0, 0, 0, None, None)
+    job.nacks = 0
+    job.confirmed = None
+    assert job.extra is NO_EXTRA  # writing a default makes no record
+    job.nacks += 1
+    assert job.extra is not NO_EXTRA and job.nacks == 1
+    job.dedup = b"k"
+    assert (job.nacks, job.dedup, job.delay) == (1, b"k", 0)
+    assert Job(b"D-" + b"y" * 38, b"q", b"b", ACTIVE, 1, 5, 6, 3, 10, 7).delay == 3
+    fresh = JobExtra()
+    assert all(getattr(NO_EXTRA, f) == getattr(fresh, f) for f in JobExtra.__slots__)
+
+
+def test_jobs_of_one_millisecond_and_ttl_share_their_expire_time():
+    node = make_node()
+    a, b = add(node), add(node)
+    c = add(node, ttl=3600)
+    assert a.etime is b.etime and a.etime == T0 + 86400 * 1000
+    assert c.etime == T0 + 3600 * 1000
+    advance(node, 1)
+    d = add(node)
+    assert d.etime == a.etime + 1
 
 
 @pytest.mark.parametrize("ttl,retry", [(86400, -1), (3600, 0), (10, 5), (2, 1), (100, 200), (600, -1)])

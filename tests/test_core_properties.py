@@ -6,7 +6,8 @@ Invariants checked after every step:
 * every registered job is scheduled exactly once, never later than its TTL;
 * TTL always wins: after a tick nothing registered is past its expire time;
 * at-most-once (RETRY 0) jobs are delivered at most once;
-* an acknowledged job is never delivered again.
+* an acknowledged job is never delivered again;
+* the shared default ``JobExtra`` (``NO_EXTRA``) is never written.
 """
 
 import random
@@ -14,7 +15,7 @@ import random
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from disque.core.job import QUEUED
+from disque.core.job import JobExtra, NO_EXTRA, QUEUED
 from disque.core.errors import CommandError
 from disque.core.node import NodeState
 
@@ -115,6 +116,12 @@ class NodeMachine(RuleBasedStateMachine):
         assert len(node.schedule) == len(node.jobs)
         for job in node.jobs.values():
             assert 0 < job.awake <= job.etime
+
+    @invariant()
+    def shared_extra_keeps_its_defaults(self):
+        fresh = JobExtra()
+        for name in JobExtra.__slots__:
+            assert getattr(NO_EXTRA, name) == getattr(fresh, name), name
 
     @invariant()
     def at_most_once_delivered_at_most_once(self):

@@ -71,6 +71,11 @@ class AddJob:
         self.ids = JobIdGenerator(node_id, seed=node.rng.randbytes(20))
         self._my_delivered = (node_id,)  # one shared tuple for every local-only job
         self._prev_ctime = 0
+        # (now, ttl, etime) of the last job created: the jobs of one
+        # millisecond with one TTL share their etime, one int object instead
+        # of one each (on CPython an int above 2**30 is an object of 32-48
+        # bytes; a busy node creates dozens of jobs per millisecond).
+        self._etime = (0, 0, 0)
         self._replicating = {}  # job id -> Replication
         self._jobs = node.jobs
         self._table = node.jobs.table
@@ -131,7 +136,10 @@ class AddJob:
         if ctime <= self._prev_ctime:
             ctime = self._prev_ctime + 1
         self._prev_ctime = ctime
-        etime = now + ttl * 1000
+        etime = self._etime
+        if etime[0] != now or etime[1] != ttl:
+            etime = self._etime = (now, ttl, now + ttl * 1000)
+        etime = etime[2]
         job = Job(self.ids.new_id(ttl, retry), queue, body, WAIT_REPL, repl, ctime, etime, delay,
                   retry, now + (delay or retry) * 1000)
         if not self._table.add(job.id, job):  # 144 random bits: only a bug gets here

@@ -5,11 +5,22 @@ memory, so it has ``__slots__`` and no per-job containers unless needed:
 ``delivered`` is a tuple of node IDs (one shared tuple for the common
 single-copy case) and ``confirmed`` is ``None`` outside replication / GC.
 
+Fields most jobs never change from their defaults (``delay``, ``nacks``,
+``deliv``, ``gc_retry``, ``confirmed``, ``dedup``) live out of line in a
+:class:`JobExtra`, made the first time one of them is set to anything
+else; until then ``job.extra`` is the shared, never written ``NO_EXTRA``.
+They read and write as plain attributes of the job (properties), so no
+caller knows the difference; hot paths read ``job.extra.<field>`` instead
+(two slot loads, no property call).  A job of the common kind has five
+slots fewer: 13 instead of 18.
+
 Times are integers in milliseconds of the node's clock, except ``ctime``
 which follows the original: ``creation_ms * 1_000_000 + counter`` so that jobs
 created in the same millisecond on one node still sort in creation order.
 ``qtime == 0`` means "never queue again" (at-most-once jobs once queued).
 """
+
+from operator import attrgetter
 
 WAIT_REPL = 0
 ACTIVE = 1
@@ -30,6 +41,43 @@ DEFAULT_RETRY_MAX = 300  # s, cap of the default RETRY (TTL/10)
 DEFAULT_TTL = 86400  # s
 
 
+class JobExtra:
+    """The fields of a job that most jobs leave at their defaults (see the
+    module docstring); one per job that set any of them."""
+
+    __slots__ = ("delay", "nacks", "deliv", "gc_retry", "confirmed", "dedup")
+
+    def __init__(self):
+        self.delay = 0  # DELAY, seconds (only for the record: it has passed once queued)
+        self.nacks = 0  # NACKs received
+        self.deliv = 0  # additional deliveries
+        self.gc_retry = 0  # acknowledged: collection attempts so far
+        self.confirmed = None  # set of node IDs: copies confirmed (replication, GC)
+        self.dedup = None  # the client's DEDUP key (bytes), see disque.core.dedup
+
+
+#: The JobExtra of every job that never set one of its fields: shared,
+#: never written (the properties below copy it out first).
+NO_EXTRA = JobExtra()
+
+
+def _extra_field(name, default):
+    """A job attribute kept in its ``JobExtra``.  Reading costs one C-level
+    ``attrgetter``; the first write of anything but the default gives the
+    job a record of its own, and writing the default to a job still on
+    ``NO_EXTRA`` changes nothing."""
+
+    def set_(job, value):
+        extra = job.extra
+        if extra is NO_EXTRA:
+            if value is default or (value is not None and value == default):
+                return
+            extra = job.extra = JobExtra()
+        setattr(extra, name, value)
+
+    return property(attrgetter("extra." + name), set_, doc="JobExtra.%s (default %r)" % (name, default))
+
+
 class Job:
     __slots__ = (
         "id",
@@ -40,16 +88,11 @@ class Job:
         "repl",
         "ctime",
         "etime",
-        "delay",
         "retry",
         "qtime",
         "awake",
-        "nacks",
-        "deliv",
         "delivered",
-        "confirmed",
-        "gc_retry",
-        "dedup",
+        "extra",
     )
 
     def __init__(self, job_id, queue, body, state, repl, ctime, etime, delay, retry, qtime):
@@ -61,16 +104,20 @@ class Job:
         self.repl = repl
         self.ctime = ctime
         self.etime = etime
-        self.delay = delay
         self.retry = retry
         self.qtime = qtime
         self.awake = 0
-        self.nacks = 0
-        self.deliv = 0
         self.delivered = ()
-        self.confirmed = None
-        self.gc_retry = 0
-        self.dedup = None  # the client's DEDUP key (bytes), see disque.core.dedup
+        self.extra = NO_EXTRA
+        if delay:
+            self.delay = delay
+
+    delay = _extra_field("delay", 0)
+    nacks = _extra_field("nacks", 0)
+    deliv = _extra_field("deliv", 0)
+    gc_retry = _extra_field("gc_retry", 0)
+    confirmed = _extra_field("confirmed", None)
+    dedup = _extra_field("dedup", None)
 
     def created_ms(self) -> int:
         return self.ctime // 1_000_000

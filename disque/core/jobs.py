@@ -53,7 +53,7 @@ class Jobs:
         is taken."""
         if not self.table.add(job.id, job):
             return False
-        if job.dedup is not None:
+        if job.extra.dedup is not None:  # (job.dedup, read without the property)
             self.dedup.add(job)
         return True
 
@@ -70,7 +70,7 @@ class Jobs:
         if self.table.pop(job.id) is None:
             return False
         node = self.node
-        if job.dedup is not None:
+        if job.extra.dedup is not None:
             self.dedup.remove(job, node.now, not void and job.state != WAIT_REPL)
         if ACTIVE <= job.state < ACKED:
             self.log_deleted(job)
