@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from disque.core.job import ACKED, ACTIVE, F_DELIVERED, Job, JobExtra, NO_EXTRA, QUEUED, WAIT_REPL
+from disque.core.job import ACKED, ACTIVE, F_DELIVERED, Job, JobExtra, QUEUED, WAIT_REPL
 from disque.core.effects import Reply
 from disque.core.jobid import is_at_most_once, is_valid, ttl_minutes, ttl_suffix
 from disque.core.errors import CommandError
@@ -331,33 +331,52 @@ def test_flush_all_keeps_blocked_clients_waiting():
 
 # -- what a job costs in memory ----------------------------------------------
 
-def test_a_plain_job_keeps_no_extra_record_through_its_life():
+def test_a_plain_job_stays_on_its_queues_shared_record_through_its_life():
     """ADDJOB, GETJOB, ACKJOB of a job without DELAY, DEDUP or NACKs on a
-    single node never gives it a JobExtra of its own."""
+    single node never gives it a JobExtra of its own: it shares its
+    queue's, which holds the queue name."""
     node = make_node()
-    job = add(node)
-    assert job.extra is NO_EXTRA
+    job, other = add(node), add(node)
+    shared = node.queues.get(b"q").job_defaults
+    assert job.extra is other.extra is shared and shared.shared and job.queue is shared.queue == b"q"
     assert node.getjob.get_jobs([b"q"], 1) == [job]
-    assert job.extra is NO_EXTRA
+    assert job.extra is shared
     node.acks.acknowledge(job)
-    assert job.extra is NO_EXTRA and job.state == ACKED
+    assert job.extra is shared and job.state == ACKED
     node.acks.ack_jobs([job.id])
-    assert node.jobs.get(job.id) is None and job.extra is NO_EXTRA
+    assert node.jobs.get(job.id) is None and job.extra is shared and shared.at_defaults()
 
 
 def test_extra_fields_read_and_write_as_attributes():
-    job = Job(b"D-" + b"x" * 38, b"q", b"b", ACTIVE, 1, 5, 6, 0, 10, 7)
-    assert (job.delay, job.nacks, job.deliv, job.gc_retry, job.confirmed, job.dedup) == (0, 0, 0, 0, None, None)
+    node = make_node()
+    shared = node.queues.job_defaults(b"q")
+    job = Job(b"D-" + b"x" * 38, shared.queue, b"b", ACTIVE, 1, 5, 6, 0, 10, 7, shared)
+    assert (job.queue, job.delay, job.nacks, job.deliv, job.gc_retry, job.confirmed, job.dedup) == \
+        (b"q", 0, 0, 0, 0, None, None)
     job.nacks = 0
     job.confirmed = None
-    assert job.extra is NO_EXTRA  # writing a default makes no record
+    assert job.extra is shared  # writing a default makes no copy
     job.nacks += 1
-    assert job.extra is not NO_EXTRA and job.nacks == 1
+    assert job.extra is not shared and not job.extra.shared and job.nacks == 1 and job.queue == b"q"
+    assert shared.nacks == 0 and shared.at_defaults()
     job.dedup = b"k"
     assert (job.nacks, job.dedup, job.delay) == (1, b"k", 0)
-    assert Job(b"D-" + b"y" * 38, b"q", b"b", ACTIVE, 1, 5, 6, 3, 10, 7).delay == 3
-    fresh = JobExtra()
-    assert all(getattr(NO_EXTRA, f) == getattr(fresh, f) for f in JobExtra.__slots__)
+    assert add(node, delay=5).extra is not shared  # DELAY: a record of its own
+    alone = Job(b"D-" + b"y" * 38, b"r", b"b", ACTIVE, 1, 5, 6, 3, 10, 7)
+    assert alone.delay == 3 and alone.queue == b"r" and not alone.extra.shared
+
+
+def test_queues_come_and_go_their_jobs_keep_one_shared_record():
+    node = make_node()
+    job = add(node)
+    shared = job.extra
+    assert shared.shared and node.queues.job_defaults(b"q") is shared
+    assert node.getjob.get_jobs([b"q"], 1) == [job]  # ACTIVE, out of its queue
+    q = node.queues.get(b"q")
+    node.queues.drop_unused()
+    assert node.queues.get(b"q") is None  # the empty queue is dropped, the job waits
+    assert node.queues.job_defaults(b"q") is shared  # the job keeps it alive
+    assert node.queues.queue_for(b"q") is not q and node.queues.get(b"q").job_defaults is shared
 
 
 def test_jobs_of_one_millisecond_and_ttl_share_their_expire_time():

@@ -7,7 +7,7 @@ Invariants checked after every step:
 * TTL always wins: after a tick nothing registered is past its expire time;
 * at-most-once (RETRY 0) jobs are delivered at most once;
 * an acknowledged job is never delivered again;
-* the shared default ``JobExtra`` (``NO_EXTRA``) is never written.
+* a job on its queue's shared ``JobExtra`` sees only defaults there.
 """
 
 import random
@@ -15,7 +15,7 @@ import random
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from disque.core.job import JobExtra, NO_EXTRA, QUEUED
+from disque.core.job import QUEUED
 from disque.core.errors import CommandError
 from disque.core.node import NodeState
 
@@ -119,9 +119,9 @@ class NodeMachine(RuleBasedStateMachine):
 
     @invariant()
     def shared_extra_keeps_its_defaults(self):
-        fresh = JobExtra()
-        for name in JobExtra.__slots__:
-            assert getattr(NO_EXTRA, name) == getattr(fresh, name), name
+        for job in self.node.jobs.values():
+            if job.extra.shared:
+                assert job.extra.at_defaults() and job.extra is self.node.queues.job_defaults(job.queue)
 
     @invariant()
     def at_most_once_delivered_at_most_once(self):

@@ -130,7 +130,10 @@ class AddJob:
                 raise CommandError(b"MAXLEN", b"Queue is already longer than the specified MAXLEN count")
             if q.flags & PAUSED_IN:
                 raise CommandError(b"PAUSED", b"Queue paused in input, try later")
-            queue = q.name  # share one bytes object per queue name
+            defaults = q.job_defaults
+        else:
+            defaults = self._queues.job_defaults(queue)
+        queue = defaults.queue  # one bytes object per queue name
         now = node.now
         ctime = now * 1_000_000
         if ctime <= self._prev_ctime:
@@ -141,7 +144,7 @@ class AddJob:
             etime = self._etime = (now, ttl, now + ttl * 1000)
         etime = etime[2]
         job = Job(self.ids.new_id(ttl, retry), queue, body, WAIT_REPL, repl, ctime, etime, delay,
-                  retry, now + (delay or retry) * 1000)
+                  retry, now + (delay or retry) * 1000, defaults)
         if not self._table.add(job.id, job):  # 144 random bits: only a bug gets here
             raise CommandError(b"ERR", b"Internal error creating the job, check server logs")
         if dedup is not None:

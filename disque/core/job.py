@@ -5,14 +5,16 @@ memory, so it has ``__slots__`` and no per-job containers unless needed:
 ``delivered`` is a tuple of node IDs (one shared tuple for the common
 single-copy case) and ``confirmed`` is ``None`` outside replication / GC.
 
-Fields most jobs never change from their defaults (``delay``, ``nacks``,
-``deliv``, ``gc_retry``, ``confirmed``, ``dedup``) live out of line in a
-:class:`JobExtra`, made the first time one of them is set to anything
-else; until then ``job.extra`` is the shared, never written ``NO_EXTRA``.
-They read and write as plain attributes of the job (properties), so no
-caller knows the difference; hot paths read ``job.extra.<field>`` instead
-(two slot loads, no property call).  A job of the common kind has five
-slots fewer: 13 instead of 18.
+The queue name and the fields most jobs never change from their defaults
+(``delay``, ``nacks``, ``deliv``, ``gc_retry``, ``confirmed``, ``dedup``)
+live out of line in a :class:`JobExtra`.  The jobs of one queue that keep
+the defaults share one record; a job gets a copy of its own the first time
+one of them is set to anything else.  They read and write as plain
+attributes of the job (properties), so no caller knows the difference; hot
+paths read ``job.extra.<field>`` instead (two slot loads, no property
+call).  A job of the common kind has 12 slots instead of 18 (and on PyPy,
+which keeps integer attributes unboxed in an array of their own, four
+object references: the number an instance holds without a second array).
 
 Times are integers in milliseconds of the node's clock, except ``ctime``
 which follows the original: ``creation_ms * 1_000_000 + counter`` so that jobs
@@ -42,37 +44,52 @@ DEFAULT_TTL = 86400  # s
 
 
 class JobExtra:
-    """The fields of a job that most jobs leave at their defaults (see the
-    module docstring); one per job that set any of them."""
+    """A job's queue name and the fields most jobs leave at their defaults
+    (see the module docstring).
 
-    __slots__ = ("delay", "nacks", "deliv", "gc_retry", "confirmed", "dedup")
+    Invariant: a ``shared`` record holds the defaults, for every job of its
+    queue that kept them (one per queue name, see
+    :meth:`disque.core.queues.Queues.job_defaults`); it is never written:
+    a job's first write of anything but a default gives it a copy of its
+    own."""
 
-    def __init__(self):
+    __slots__ = ("queue", "delay", "nacks", "deliv", "gc_retry", "confirmed", "dedup", "shared", "__weakref__")
+
+    def __init__(self, queue, shared=False):
+        self.queue = queue  # the queue name (bytes)
         self.delay = 0  # DELAY, seconds (only for the record: it has passed once queued)
         self.nacks = 0  # NACKs received
         self.deliv = 0  # additional deliveries
         self.gc_retry = 0  # acknowledged: collection attempts so far
         self.confirmed = None  # set of node IDs: copies confirmed (replication, GC)
         self.dedup = None  # the client's DEDUP key (bytes), see disque.core.dedup
+        self.shared = shared
 
+    def copy(self):
+        """A record of one's own with the same values (not shared)."""
+        new = JobExtra(self.queue)
+        new.delay, new.nacks, new.deliv = self.delay, self.nacks, self.deliv
+        new.gc_retry, new.confirmed, new.dedup = self.gc_retry, self.confirmed, self.dedup
+        return new
 
-#: The JobExtra of every job that never set one of its fields: shared,
-#: never written (the properties below copy it out first).
-NO_EXTRA = JobExtra()
+    def at_defaults(self) -> bool:
+        """True when every field but ``queue`` holds its default."""
+        return not (self.delay or self.nacks or self.deliv or self.gc_retry) \
+            and self.confirmed is None and self.dedup is None
 
 
 def _extra_field(name, default):
     """A job attribute kept in its ``JobExtra``.  Reading costs one C-level
-    ``attrgetter``; the first write of anything but the default gives the
-    job a record of its own, and writing the default to a job still on
-    ``NO_EXTRA`` changes nothing."""
+    ``attrgetter``; the first write of anything but the default to a job on
+    its queue's shared record gives the job a copy of its own, and writing
+    the default there changes nothing."""
 
     def set_(job, value):
         extra = job.extra
-        if extra is NO_EXTRA:
+        if extra.shared:
             if value is default or (value is not None and value == default):
                 return
-            extra = job.extra = JobExtra()
+            extra = job.extra = extra.copy()
         setattr(extra, name, value)
 
     return property(attrgetter("extra." + name), set_, doc="JobExtra.%s (default %r)" % (name, default))
@@ -81,7 +98,6 @@ def _extra_field(name, default):
 class Job:
     __slots__ = (
         "id",
-        "queue",
         "body",
         "state",
         "flags",
@@ -95,9 +111,11 @@ class Job:
         "extra",
     )
 
-    def __init__(self, job_id, queue, body, state, repl, ctime, etime, delay, retry, qtime):
+    def __init__(self, job_id, queue, body, state, repl, ctime, etime, delay, retry, qtime, shared=None):
+        """``shared``: the shared JobExtra of ``queue`` (``queue`` is then
+        its name, ``shared.queue``); without it the job gets a record of
+        its own."""
         self.id = job_id
-        self.queue = queue
         self.body = body
         self.state = state
         self.flags = 0
@@ -108,10 +126,11 @@ class Job:
         self.qtime = qtime
         self.awake = 0
         self.delivered = ()
-        self.extra = NO_EXTRA
+        self.extra = shared if shared is not None else JobExtra(queue)
         if delay:
             self.delay = delay
 
+    queue = property(attrgetter("extra.queue"), doc="The queue name (JobExtra.queue; never changes).")
     delay = _extra_field("delay", 0)
     nacks = _extra_field("nacks", 0)
     deliv = _extra_field("deliv", 0)

@@ -26,10 +26,14 @@ _ctime = attrgetter("ctime")
 
 
 class Queue:
-    __slots__ = ("name", "jobs", "ctime", "atime", "flags", "jobs_in", "jobs_out", "waiting", "fed")
+    __slots__ = ("name", "jobs", "ctime", "atime", "flags", "jobs_in", "jobs_out", "waiting", "fed",
+                 "job_defaults")
 
-    def __init__(self, name: bytes, now_s: int):
+    def __init__(self, name: bytes, now_s: int, job_defaults=None):
         self.name = name
+        # The shared JobExtra of this queue's jobs (disque.core.job), so
+        # ADDJOB finds it without a lookup; ``name`` is its ``queue``.
+        self.job_defaults = job_defaults
         self.jobs = SortedKeyList(key=_ctime)  # read-only outside this class
         self.ctime = now_s
         self.atime = now_s

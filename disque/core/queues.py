@@ -15,7 +15,9 @@ Invariants:
   may serve them (not paused out); :meth:`GetJob.serve_ready` empties it.
 """
 
-from .job import ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, QUEUED
+from weakref import WeakValueDictionary
+
+from .job import ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, JobExtra, QUEUED
 from . import messages
 from .queue import PAUSED_OUT, QUEUE_MAX_IDLE, Queue
 from .table import BucketedDict
@@ -29,6 +31,9 @@ class Queues:
         self.scan = self._by_name.scan
         self.ready = []
         self._idle = {}  # name -> Queue, candidates for reclaiming
+        # name -> the shared JobExtra of the jobs of that queue name, while
+        # any job (or the Queue) holds it: queues come and go, jobs stay.
+        self._job_defaults = WeakValueDictionary()
 
     def __len__(self):
         return len(self._by_name)
@@ -40,9 +45,29 @@ class Queues:
         """The queue called ``name``, created if needed."""
         q = self._by_name.get(name)
         if q is None:
-            q = Queue(name, self.node.now // 1000)
+            defaults = self.job_defaults(name)
+            q = Queue(defaults.queue, self.node.now // 1000, defaults)
             self._by_name.add(name, q)
         return q
+
+    def job_defaults(self, name: bytes) -> JobExtra:
+        """The shared JobExtra for new jobs of queue ``name`` (one per name
+        while in use; its ``queue`` is the one bytes object of that name
+        all of them share)."""
+        q = self._by_name.get(name)
+        if q is not None:
+            return q.job_defaults
+        defaults = self._job_defaults.get(name)
+        if defaults is None:
+            defaults = self._job_defaults[name] = JobExtra(name, shared=True)
+        return defaults
+
+    def share_defaults(self, job) -> None:
+        """Put ``job`` back on its queue's shared record if its own holds
+        only defaults (jobs loaded from the AOF)."""
+        extra = job.extra
+        if not extra.shared and extra.at_defaults():
+            job.extra = self.job_defaults(extra.queue)
 
     # -- ENQUEUE / DEQUEUE ------------------------------------------------
 
@@ -170,4 +195,5 @@ class Queues:
     def clear(self) -> None:
         self._by_name.clear()
         self._idle.clear()
+        self._job_defaults.clear()
         self.ready.clear()
