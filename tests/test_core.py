@@ -410,3 +410,46 @@ def test_addjob_fast_path_is_the_generic_enqueue(ttl, retry):
     assert fast.schedule.pop_due(job.awake) == [job]
     assert list(fast.queues.get(b"q").jobs) == [job]
     assert fast.queues.get(b"q").jobs_in == ref_node.queues.get(b"q").jobs_in == 1
+
+
+# -- the queue's job list --------------------------------------------------------
+
+def test_job_list_keeps_creation_order_like_a_sorted_list():
+    """JobList against a plain list kept sorted by ctime (ties in arrival
+    order), with small sublists so that splits, ties across sublists and
+    empty sublists all happen."""
+    from disque.core.queue import JobList
+
+    class Item:  # compared by identity, as jobs are
+        def __init__(self, ctime):
+            self.ctime = ctime
+
+    class SmallJobList(JobList):
+        __slots__ = ()
+        LOAD = 4
+
+    rng = random.Random(3)
+    jobs = SmallJobList()
+    ref = []
+    for step in range(3000):
+        op = rng.random()
+        if op < 0.55 or not ref:
+            job = Item(rng.randrange(40) if rng.random() < 0.5 else 40 + step)
+            jobs.add(job)
+            pos = len([j for j in ref if j.ctime <= job.ctime])
+            ref.insert(pos, job)
+        elif op < 0.75:
+            assert jobs.pop(0) is ref.pop(0)
+        else:
+            job = ref.pop(rng.randrange(len(ref)))
+            jobs.remove(job)
+        assert len(jobs) == len(ref) and list(jobs) == ref
+        for sub, top in zip(jobs._lists, jobs._maxes):
+            assert sub and len(sub) <= 2 * jobs.LOAD and sub[-1].ctime == top
+        if ref:
+            assert jobs[0] is ref[0] and jobs[-1] is ref[-1] and jobs[len(ref) // 2] is ref[len(ref) // 2]
+            assert jobs.head(3) == ref[:3] and jobs.tail(3) == ref[::-1][:3]
+    gone = Item(5)
+    assert gone not in jobs
+    with pytest.raises(ValueError):
+        jobs.remove(gone)
