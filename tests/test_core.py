@@ -349,34 +349,43 @@ def test_a_plain_job_stays_on_its_queues_shared_record_through_its_life():
 
 def test_extra_fields_read_and_write_as_attributes():
     node = make_node()
-    shared = node.queues.job_defaults(b"q")
+    shared = node.queues.job_defaults(b"q", 1, 10)
     job = Job(b"D-" + b"x" * 38, shared.queue, b"b", ACTIVE, 1, 5, 6, 0, 10, 7, shared)
-    assert (job.queue, job.delay, job.nacks, job.deliv, job.gc_retry, job.confirmed, job.dedup) == \
-        (b"q", 0, 0, 0, 0, None, None)
+    assert (job.queue, job.repl, job.retry, job.delay, job.nacks, job.deliv, job.gc_retry, job.confirmed,
+            job.dedup) == (b"q", 1, 10, 0, 0, 0, 0, None, None)
     job.nacks = 0
     job.confirmed = None
     assert job.extra is shared  # writing a default makes no copy
     job.nacks += 1
-    assert job.extra is not shared and not job.extra.shared and job.nacks == 1 and job.queue == b"q"
+    assert job.extra is not shared and not job.extra.shared and job.nacks == 1
+    assert (job.queue, job.repl, job.retry) == (b"q", 1, 10)
     assert shared.nacks == 0 and shared.at_defaults()
     job.dedup = b"k"
     assert (job.nacks, job.dedup, job.delay) == (1, b"k", 0)
     assert add(node, delay=5).extra is not shared  # DELAY: a record of its own
-    alone = Job(b"D-" + b"y" * 38, b"r", b"b", ACTIVE, 1, 5, 6, 3, 10, 7)
-    assert alone.delay == 3 and alone.queue == b"r" and not alone.extra.shared
+    alone = Job(b"D-" + b"y" * 38, b"r", b"b", ACTIVE, 2, 5, 6, 3, 10, 7)
+    assert (alone.delay, alone.queue, alone.repl, alone.retry) == (3, b"r", 2, 10) and not alone.extra.shared
 
 
 def test_queues_come_and_go_their_jobs_keep_one_shared_record():
     node = make_node()
     job = add(node)
     shared = job.extra
-    assert shared.shared and node.queues.job_defaults(b"q") is shared
+    assert shared.shared and node.queues.job_defaults(b"q", 1, job.retry) is shared
     assert node.getjob.get_jobs([b"q"], 1) == [job]  # ACTIVE, out of its queue
     q = node.queues.get(b"q")
     node.queues.drop_unused()
     assert node.queues.get(b"q") is None  # the empty queue is dropped, the job waits
-    assert node.queues.job_defaults(b"q") is shared  # the job keeps it alive
-    assert node.queues.queue_for(b"q") is not q and node.queues.get(b"q").job_defaults is shared
+    assert node.queues.job_defaults(b"q", 1, job.retry) is shared  # the job keeps it alive
+    assert add(node).extra is shared and node.queues.get(b"q") is not q
+
+
+def test_jobs_of_other_options_get_their_own_shared_record():
+    node = make_node()
+    a, b, c = add(node, retry=5), add(node, retry=5), add(node, retry=7)
+    d, e = add(node, retry=5), add(node, ttl=3600)
+    assert a.extra is b.extra is d.extra and a.extra is not c.extra and c.extra.shared
+    assert (c.retry, e.retry, e.repl) == (7, 300, 1) and e.extra.shared and e.queue is a.queue
 
 
 def test_jobs_of_one_millisecond_and_ttl_share_their_expire_time():

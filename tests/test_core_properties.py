@@ -121,7 +121,8 @@ class NodeMachine(RuleBasedStateMachine):
     def shared_extra_keeps_its_defaults(self):
         for job in self.node.jobs.values():
             if job.extra.shared:
-                assert job.extra.at_defaults() and job.extra is self.node.queues.job_defaults(job.queue)
+                key = (job.queue, job.repl, job.retry)
+                assert job.extra.at_defaults() and job.extra is self.node.queues._job_defaults.get(key)
 
     @invariant()
     def at_most_once_delivered_at_most_once(self):

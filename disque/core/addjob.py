@@ -131,8 +131,10 @@ class AddJob:
             if q.flags & PAUSED_IN:
                 raise CommandError(b"PAUSED", b"Queue paused in input, try later")
             defaults = q.job_defaults
+            if defaults is None or defaults.repl != repl or defaults.retry != retry:
+                defaults = self._queues.job_defaults(queue, repl, retry)
         else:
-            defaults = self._queues.job_defaults(queue)
+            defaults = self._queues.job_defaults(queue, repl, retry)
         queue = defaults.queue  # one bytes object per queue name
         now = node.now
         ctime = now * 1_000_000

@@ -5,14 +5,15 @@ memory, so it has ``__slots__`` and no per-job containers unless needed:
 ``delivered`` is a tuple of node IDs (one shared tuple for the common
 single-copy case) and ``confirmed`` is ``None`` outside replication / GC.
 
-The queue name and the fields most jobs never change from their defaults
-(``delay``, ``nacks``, ``deliv``, ``gc_retry``, ``confirmed``, ``dedup``)
-live out of line in a :class:`JobExtra`.  The jobs of one queue that keep
-the defaults share one record; a job gets a copy of its own the first time
-one of them is set to anything else.  They read and write as plain
+The queue name, REPLICATE and RETRY (given at ADDJOB, never changed) and the
+fields most jobs never change from their defaults (``delay``, ``nacks``,
+``deliv``, ``gc_retry``, ``confirmed``, ``dedup``) live out of line in a
+:class:`JobExtra`.  The jobs of one queue with the same REPLICATE and RETRY
+that keep the defaults share one record; a job gets a copy of its own the
+first time one of the others is set to anything else.  They read and write as plain
 attributes of the job (properties), so no caller knows the difference; hot
 paths read ``job.extra.<field>`` instead (two slot loads, no property
-call).  A job of the common kind has 12 slots instead of 18 (and on PyPy,
+call).  A job of the common kind has 10 slots instead of 18 (and on PyPy,
 which keeps integer attributes unboxed in an array of their own, four
 object references: the number an instance holds without a second array).
 
@@ -44,19 +45,23 @@ DEFAULT_TTL = 86400  # s
 
 
 class JobExtra:
-    """A job's queue name and the fields most jobs leave at their defaults
-    (see the module docstring).
+    """A job's queue name, its REPLICATE and RETRY (fixed at ADDJOB and the
+    same for most jobs of a queue), and the fields most jobs leave at their
+    defaults (see the module docstring).
 
     Invariant: a ``shared`` record holds the defaults, for every job of its
-    queue that kept them (one per queue name, see
-    :meth:`disque.core.queues.Queues.job_defaults`); it is never written:
-    a job's first write of anything but a default gives it a copy of its
-    own."""
+    queue, REPLICATE and RETRY that kept them (one per such triple while
+    jobs use it, see :meth:`disque.core.queues.Queues.job_defaults`); it is
+    never written: a job's first write of anything but a default gives it
+    a copy of its own."""
 
-    __slots__ = ("queue", "delay", "nacks", "deliv", "gc_retry", "confirmed", "dedup", "shared", "__weakref__")
+    __slots__ = ("queue", "repl", "retry", "delay", "nacks", "deliv", "gc_retry", "confirmed", "dedup", "shared",
+                 "__weakref__")
 
-    def __init__(self, queue, shared=False):
+    def __init__(self, queue, repl, retry, shared=False):
         self.queue = queue  # the queue name (bytes)
+        self.repl = repl  # REPLICATE: copies wanted
+        self.retry = retry  # RETRY, seconds (0: at most once)
         self.delay = 0  # DELAY, seconds (only for the record: it has passed once queued)
         self.nacks = 0  # NACKs received
         self.deliv = 0  # additional deliveries
@@ -67,13 +72,14 @@ class JobExtra:
 
     def copy(self):
         """A record of one's own with the same values (not shared)."""
-        new = JobExtra(self.queue)
+        new = JobExtra(self.queue, self.repl, self.retry)
         new.delay, new.nacks, new.deliv = self.delay, self.nacks, self.deliv
         new.gc_retry, new.confirmed, new.dedup = self.gc_retry, self.confirmed, self.dedup
         return new
 
     def at_defaults(self) -> bool:
-        """True when every field but ``queue`` holds its default."""
+        """True when every field but ``queue``, ``repl`` and ``retry`` holds
+        its default."""
         return not (self.delay or self.nacks or self.deliv or self.gc_retry) \
             and self.confirmed is None and self.dedup is None
 
@@ -101,10 +107,8 @@ class Job:
         "body",
         "state",
         "flags",
-        "repl",
         "ctime",
         "etime",
-        "retry",
         "qtime",
         "awake",
         "delivered",
@@ -112,25 +116,25 @@ class Job:
     )
 
     def __init__(self, job_id, queue, body, state, repl, ctime, etime, delay, retry, qtime, shared=None):
-        """``shared``: the shared JobExtra of ``queue`` (``queue`` is then
-        its name, ``shared.queue``); without it the job gets a record of
-        its own."""
+        """``shared``: the shared JobExtra of ``queue``, ``repl`` and
+        ``retry`` (which then are its own: ``shared.queue`` ...); without it
+        the job gets a record of its own."""
         self.id = job_id
         self.body = body
         self.state = state
         self.flags = 0
-        self.repl = repl
         self.ctime = ctime
         self.etime = etime
-        self.retry = retry
         self.qtime = qtime
         self.awake = 0
         self.delivered = ()
-        self.extra = shared if shared is not None else JobExtra(queue)
+        self.extra = shared if shared is not None else JobExtra(queue, repl, retry)
         if delay:
             self.delay = delay
 
     queue = property(attrgetter("extra.queue"), doc="The queue name (JobExtra.queue; never changes).")
+    repl = property(attrgetter("extra.repl"), doc="REPLICATE (JobExtra.repl; never changes).")
+    retry = property(attrgetter("extra.retry"), doc="RETRY in seconds (JobExtra.retry; never changes).")
     delay = _extra_field("delay", 0)
     nacks = _extra_field("nacks", 0)
     deliv = _extra_field("deliv", 0)

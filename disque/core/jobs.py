@@ -148,7 +148,7 @@ class Jobs:
         included), its DEDUP key, the queue name shared with an existing
         queue."""
         node = self.node
-        defaults = node.queues.job_defaults(rec.queue)
+        defaults = node.queues.job_defaults(rec.queue, rec.repl, rec.retry)
         job = Job(rec.id, defaults.queue, rec.body, ACTIVE, rec.repl, rec.ctime,
                   rec.etime, rec.delay, rec.retry, qtime, defaults)
         job.nacks = rec.nacks

@@ -187,11 +187,12 @@ class Queue:
     __slots__ = ("name", "jobs", "ctime", "atime", "flags", "jobs_in", "jobs_out", "waiting", "fed",
                  "job_defaults")
 
-    def __init__(self, name: bytes, now_s: int, job_defaults=None):
+    def __init__(self, name: bytes, now_s: int):
         self.name = name
-        # The shared JobExtra of this queue's jobs (disque.core.job), so
-        # ADDJOB finds it without a lookup; ``name`` is its ``queue``.
-        self.job_defaults = job_defaults
+        # The shared JobExtra (disque.core.job) of the latest jobs added
+        # here, so ADDJOB finds it without a lookup while the REPLICATE and
+        # RETRY of the jobs stay the same (see Queues.job_defaults).
+        self.job_defaults = None
         self.jobs = JobList()  # read-only outside this class
         self.ctime = now_s
         self.atime = now_s

@@ -31,8 +31,8 @@ class Queues:
         self.scan = self._by_name.scan
         self.ready = []
         self._idle = {}  # name -> Queue, candidates for reclaiming
-        # name -> the shared JobExtra of the jobs of that queue name, while
-        # any job (or the Queue) holds it: queues come and go, jobs stay.
+        # (name, repl, retry) -> the shared JobExtra of such jobs, while any
+        # job (or the Queue) holds it: queues come and go, jobs stay.
         self._job_defaults = WeakValueDictionary()
 
     def __len__(self):
@@ -45,21 +45,27 @@ class Queues:
         """The queue called ``name``, created if needed."""
         q = self._by_name.get(name)
         if q is None:
-            defaults = self.job_defaults(name)
-            q = Queue(defaults.queue, self.node.now // 1000, defaults)
+            q = Queue(name, self.node.now // 1000)
             self._by_name.add(name, q)
         return q
 
-    def job_defaults(self, name: bytes) -> JobExtra:
-        """The shared JobExtra for new jobs of queue ``name`` (one per name
-        while in use; its ``queue`` is the one bytes object of that name
-        all of them share)."""
+    def job_defaults(self, name: bytes, repl: int, retry: int) -> JobExtra:
+        """The shared JobExtra for new jobs of queue ``name`` with this
+        REPLICATE and RETRY (one per triple while in use; its ``queue`` is
+        the queue's own name object when the queue exists).  The queue
+        keeps the last one asked for, which ADDJOB checks first."""
         q = self._by_name.get(name)
         if q is not None:
-            return q.job_defaults
-        defaults = self._job_defaults.get(name)
+            defaults = q.job_defaults
+            if defaults is not None and defaults.repl == repl and defaults.retry == retry:
+                return defaults
+            name = q.name
+        key = (name, repl, retry)
+        defaults = self._job_defaults.get(key)
         if defaults is None:
-            defaults = self._job_defaults[name] = JobExtra(name, shared=True)
+            defaults = self._job_defaults[key] = JobExtra(name, repl, retry, shared=True)
+        if q is not None:
+            q.job_defaults = defaults
         return defaults
 
     def share_defaults(self, job) -> None:
@@ -67,7 +73,7 @@ class Queues:
         only defaults (jobs loaded from the AOF)."""
         extra = job.extra
         if not extra.shared and extra.at_defaults():
-            job.extra = self.job_defaults(extra.queue)
+            job.extra = self.job_defaults(extra.queue, extra.repl, extra.retry)
 
     # -- ENQUEUE / DEQUEUE ------------------------------------------------
 
