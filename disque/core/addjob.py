@@ -311,6 +311,7 @@ class AddJob:
         self._done(pending)
         if job.confirmed is pending.confirmed:
             job.confirmed = None
+            self._queues.share_defaults(job)  # back on its queue's shared record
         if not pending.async_:
             self._activate(job)
             pending.reply(self.node.outbox, pending.ok)

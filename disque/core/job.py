@@ -10,10 +10,10 @@ fields most jobs never change from their defaults (``delay``, ``nacks``,
 ``deliv``, ``gc_retry``, ``confirmed``, ``dedup``) live out of line in a
 :class:`JobExtra`.  The jobs of one queue with the same REPLICATE and RETRY
 that keep the defaults share one record; a job gets a copy of its own the
-first time one of the others is set to anything else.  They read and write as plain
-attributes of the job (properties), so no caller knows the difference; hot
-paths read ``job.extra.<field>`` instead (two slot loads, no property
-call).  A job of the common kind has 10 slots instead of 18 (and on PyPy,
+first time one of the others is set to anything else.  They read and write
+as plain attributes of the job (properties), so no caller knows the
+difference; hot paths read ``job.extra.<field>`` instead (two slot loads,
+no property call).  A job of the common kind has 10 slots instead of 18 (and on PyPy,
 which keeps integer attributes unboxed in an array of their own, four
 object references: the number an instance holds without a second array).
 

@@ -70,7 +70,8 @@ class Queues:
 
     def share_defaults(self, job) -> None:
         """Put ``job`` back on its queue's shared record if its own holds
-        only defaults (jobs loaded from the AOF)."""
+        only defaults (jobs loaded from the AOF, a job whose copies were
+        confirmed)."""
         extra = job.extra
         if not extra.shared and extra.at_defaults():
             job.extra = self.job_defaults(extra.queue, extra.repl, extra.retry)
