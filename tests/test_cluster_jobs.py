@@ -61,6 +61,7 @@ def test_replicate_3_on_3_nodes():
         copy = n.jobs.get(job.id)
         assert set(copy.delivered) == {x.my_id for x in sim.nodes}
         assert copy.confirmed is None
+        assert copy.extra.shared  # every copy, the creator's included, back on its queue's shared record
     assert len(sent(sim, messages.ReplJob)) == 2 and len(sent(sim, messages.GotJob)) == 2
 
 

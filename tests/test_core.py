@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from disque.core.job import ACTIVE, F_DELIVERED, Job, QUEUED, WAIT_REPL
+from disque.core.job import ACKED, ACTIVE, F_DELIVERED, Job, JobExtra, QUEUED, WAIT_REPL
 from disque.core.effects import Reply
 from disque.core.jobid import is_at_most_once, is_valid, ttl_minutes, ttl_suffix
 from disque.core.errors import CommandError
@@ -329,6 +329,76 @@ def test_flush_all_keeps_blocked_clients_waiting():
     assert node.outbox == [Reply("c", [job])]
 
 
+# -- what a job costs in memory ----------------------------------------------
+
+def test_a_plain_job_stays_on_its_queues_shared_record_through_its_life():
+    """ADDJOB, GETJOB, ACKJOB of a job without DELAY, DEDUP or NACKs on a
+    single node never gives it a JobExtra of its own: it shares its
+    queue's, which holds the queue name."""
+    node = make_node()
+    job, other = add(node), add(node)
+    shared = node.queues.get(b"q").job_defaults
+    assert job.extra is other.extra is shared and shared.shared and job.queue is shared.queue == b"q"
+    assert node.getjob.get_jobs([b"q"], 1) == [job]
+    assert job.extra is shared
+    node.acks.acknowledge(job)
+    assert job.extra is shared and job.state == ACKED
+    node.acks.ack_jobs([job.id])
+    assert node.jobs.get(job.id) is None and job.extra is shared and shared.at_defaults()
+
+
+def test_extra_fields_read_and_write_as_attributes():
+    node = make_node()
+    shared = node.queues.job_defaults(b"q", 1, 10)
+    job = Job(b"D-" + b"x" * 38, shared.queue, b"b", ACTIVE, 1, 5, 6, 0, 10, 7, shared)
+    assert (job.queue, job.repl, job.retry, job.delay, job.nacks, job.deliv, job.gc_retry, job.confirmed,
+            job.dedup) == (b"q", 1, 10, 0, 0, 0, 0, None, None)
+    job.nacks = 0
+    job.confirmed = None
+    assert job.extra is shared  # writing a default makes no copy
+    job.nacks += 1
+    assert job.extra is not shared and not job.extra.shared and job.nacks == 1
+    assert (job.queue, job.repl, job.retry) == (b"q", 1, 10)
+    assert shared.nacks == 0 and shared.at_defaults()
+    job.dedup = b"k"
+    assert (job.nacks, job.dedup, job.delay) == (1, b"k", 0)
+    assert add(node, delay=5).extra is not shared  # DELAY: a record of its own
+    alone = Job(b"D-" + b"y" * 38, b"r", b"b", ACTIVE, 2, 5, 6, 3, 10, 7)
+    assert (alone.delay, alone.queue, alone.repl, alone.retry) == (3, b"r", 2, 10) and not alone.extra.shared
+
+
+def test_queues_come_and_go_their_jobs_keep_one_shared_record():
+    node = make_node()
+    job = add(node)
+    shared = job.extra
+    assert shared.shared and node.queues.job_defaults(b"q", 1, job.retry) is shared
+    assert node.getjob.get_jobs([b"q"], 1) == [job]  # ACTIVE, out of its queue
+    q = node.queues.get(b"q")
+    node.queues.drop_unused()
+    assert node.queues.get(b"q") is None  # the empty queue is dropped, the job waits
+    assert node.queues.job_defaults(b"q", 1, job.retry) is shared  # the job keeps it alive
+    assert add(node).extra is shared and node.queues.get(b"q") is not q
+
+
+def test_jobs_of_other_options_get_their_own_shared_record():
+    node = make_node()
+    a, b, c = add(node, retry=5), add(node, retry=5), add(node, retry=7)
+    d, e = add(node, retry=5), add(node, ttl=3600)
+    assert a.extra is b.extra is d.extra and a.extra is not c.extra and c.extra.shared
+    assert (c.retry, e.retry, e.repl) == (7, 300, 1) and e.extra.shared and e.queue is a.queue
+
+
+def test_jobs_of_one_millisecond_and_ttl_share_their_expire_time():
+    node = make_node()
+    a, b = add(node), add(node)
+    c = add(node, ttl=3600)
+    assert a.etime is b.etime and a.etime == T0 + 86400 * 1000
+    assert c.etime == T0 + 3600 * 1000
+    advance(node, 1)
+    d = add(node)
+    assert d.etime == a.etime + 1
+
+
 @pytest.mark.parametrize("ttl,retry", [(86400, -1), (3600, 0), (10, 5), (2, 1), (100, 200), (600, -1)])
 def test_addjob_fast_path_is_the_generic_enqueue(ttl, retry):
     """ADDJOB inlines ENQUEUE + awake-time for a new job: same result as the
@@ -349,3 +419,46 @@ def test_addjob_fast_path_is_the_generic_enqueue(ttl, retry):
     assert fast.schedule.pop_due(job.awake) == [job]
     assert list(fast.queues.get(b"q").jobs) == [job]
     assert fast.queues.get(b"q").jobs_in == ref_node.queues.get(b"q").jobs_in == 1
+
+
+# -- the queue's job list --------------------------------------------------------
+
+def test_job_list_keeps_creation_order_like_a_sorted_list():
+    """JobList against a plain list kept sorted by ctime (ties in arrival
+    order), with small sublists so that splits, ties across sublists and
+    empty sublists all happen."""
+    from disque.core.queue import JobList
+
+    class Item:  # compared by identity, as jobs are
+        def __init__(self, ctime):
+            self.ctime = ctime
+
+    class SmallJobList(JobList):
+        __slots__ = ()
+        LOAD = 4
+
+    rng = random.Random(3)
+    jobs = SmallJobList()
+    ref = []
+    for step in range(3000):
+        op = rng.random()
+        if op < 0.55 or not ref:
+            job = Item(rng.randrange(40) if rng.random() < 0.5 else 40 + step)
+            jobs.add(job)
+            pos = len([j for j in ref if j.ctime <= job.ctime])
+            ref.insert(pos, job)
+        elif op < 0.75:
+            assert jobs.pop(0) is ref.pop(0)
+        else:
+            job = ref.pop(rng.randrange(len(ref)))
+            jobs.remove(job)
+        assert len(jobs) == len(ref) and list(jobs) == ref
+        for sub, top in zip(jobs._lists, jobs._maxes):
+            assert sub and len(sub) <= 2 * jobs.LOAD and sub[-1].ctime == top
+        if ref:
+            assert jobs[0] is ref[0] and jobs[-1] is ref[-1] and jobs[len(ref) // 2] is ref[len(ref) // 2]
+            assert jobs.head(3) == ref[:3] and jobs.tail(3) == ref[::-1][:3]
+    gone = Item(5)
+    assert gone not in jobs
+    with pytest.raises(ValueError):
+        jobs.remove(gone)

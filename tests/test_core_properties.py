@@ -6,7 +6,8 @@ Invariants checked after every step:
 * every registered job is scheduled exactly once, never later than its TTL;
 * TTL always wins: after a tick nothing registered is past its expire time;
 * at-most-once (RETRY 0) jobs are delivered at most once;
-* an acknowledged job is never delivered again.
+* an acknowledged job is never delivered again;
+* a job on its queue's shared ``JobExtra`` sees only defaults there.
 """
 
 import random
@@ -115,6 +116,13 @@ class NodeMachine(RuleBasedStateMachine):
         assert len(node.schedule) == len(node.jobs)
         for job in node.jobs.values():
             assert 0 < job.awake <= job.etime
+
+    @invariant()
+    def shared_extra_keeps_its_defaults(self):
+        for job in self.node.jobs.values():
+            if job.extra.shared:
+                key = (job.queue, job.repl, job.retry)
+                assert job.extra.at_defaults() and job.extra is self.node.queues._job_defaults.get(key)
 
     @invariant()
     def at_most_once_delivered_at_most_once(self):

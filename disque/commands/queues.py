@@ -91,11 +91,7 @@ def qpeek(ctx, client, argv):
     q = ctx.node.queues.get(argv[1])
     if q is None or not q.jobs or count == 0:
         return reply.EMPTY_ARRAY
-    jobs = q.jobs
-    if count > 0:
-        picked = jobs[:count]
-    else:
-        picked = jobs[count:][::-1] if -count < len(jobs) else jobs[::-1]
+    picked = q.jobs.head(count) if count > 0 else q.jobs.tail(-count)
     return b"*%d\r\n" % len(picked) + b"".join(render_job(j) for j in picked)
 
 

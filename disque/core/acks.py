@@ -83,12 +83,13 @@ class Acks:
             return
         self.node.queues.dequeue(job)
         job.state = ACKED
-        job.confirmed = None
+        if job.extra.confirmed is not None:  # (job.confirmed) copies confirmed while replicating
+            job.confirmed = None
         self._jobs.update_awake(job)
         self._jobs.log_deleted(job)
 
     def next_gc_time(self, job) -> int:
-        period = GC_RETRY_MIN << job.gc_retry
+        period = GC_RETRY_MIN << job.extra.gc_retry  # (job.gc_retry)
         if period > GC_RETRY_MAX:
             period = GC_RETRY_MAX
         return self.node.now + period + self._jobs.jitter()
@@ -98,15 +99,20 @@ class Acks:
         if job.state != ACKED:
             return
         dummy = not job.delivered
-        if job.gc_retry != GC_RETRY_COUNT_MAX:
-            job.gc_retry += 1
-        if job.confirmed is None:
-            job.confirmed = {self.node.my_id}
-        all_reached = not dummy and len(job.delivered) <= len(job.confirmed) and \
-            all(n in job.confirmed for n in job.delivered)
+        confirmed = job.extra.confirmed  # (job.confirmed)
+        if confirmed is None:
+            confirmed = {self.node.my_id}
+        all_reached = not dummy and len(job.delivered) <= len(confirmed) and \
+            all(n in confirmed for n in job.delivered)
         if all_reached or (dummy and self._cluster.size == 1):
             self._jobs.unregister(job)
             return
+        # Not collected yet: the attempt and the confirmations are kept (a
+        # job collected at its first attempt, the common case, never needs
+        # them: it keeps no JobExtra).
+        if job.gc_retry != GC_RETRY_COUNT_MAX:
+            job.gc_retry += 1
+        job.confirmed = confirmed
         self._send_setack(job)
 
     def _send_setack(self, job) -> None:

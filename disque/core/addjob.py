@@ -71,6 +71,11 @@ class AddJob:
         self.ids = JobIdGenerator(node_id, seed=node.rng.randbytes(20))
         self._my_delivered = (node_id,)  # one shared tuple for every local-only job
         self._prev_ctime = 0
+        # (now, ttl, etime) of the last job created: the jobs of one
+        # millisecond with one TTL share their etime, one int object instead
+        # of one each (on CPython an int above 2**30 is an object of 32-48
+        # bytes; a busy node creates dozens of jobs per millisecond).
+        self._etime = (0, 0, 0)
         self._replicating = {}  # job id -> Replication
         self._jobs = node.jobs
         self._table = node.jobs.table
@@ -125,15 +130,23 @@ class AddJob:
                 raise CommandError(b"MAXLEN", b"Queue is already longer than the specified MAXLEN count")
             if q.flags & PAUSED_IN:
                 raise CommandError(b"PAUSED", b"Queue paused in input, try later")
-            queue = q.name  # share one bytes object per queue name
+            defaults = q.job_defaults
+            if defaults is None or defaults.repl != repl or defaults.retry != retry:
+                defaults = self._queues.job_defaults(queue, repl, retry)
+        else:
+            defaults = self._queues.job_defaults(queue, repl, retry)
+        queue = defaults.queue  # one bytes object per queue name
         now = node.now
         ctime = now * 1_000_000
         if ctime <= self._prev_ctime:
             ctime = self._prev_ctime + 1
         self._prev_ctime = ctime
-        etime = now + ttl * 1000
+        etime = self._etime
+        if etime[0] != now or etime[1] != ttl:
+            etime = self._etime = (now, ttl, now + ttl * 1000)
+        etime = etime[2]
         job = Job(self.ids.new_id(ttl, retry), queue, body, WAIT_REPL, repl, ctime, etime, delay,
-                  retry, now + (delay or retry) * 1000)
+                  retry, now + (delay or retry) * 1000, defaults)
         if not self._table.add(job.id, job):  # 144 random bits: only a bug gets here
             raise CommandError(b"ERR", b"Internal error creating the job, check server logs")
         if dedup is not None:
@@ -298,6 +311,7 @@ class AddJob:
         self._done(pending)
         if job.confirmed is pending.confirmed:
             job.confirmed = None
+            self._queues.share_defaults(job)  # back on its queue's shared record
         if not pending.async_:
             self._activate(job)
             pending.reply(self.node.outbox, pending.ok)

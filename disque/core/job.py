@@ -5,11 +5,25 @@ memory, so it has ``__slots__`` and no per-job containers unless needed:
 ``delivered`` is a tuple of node IDs (one shared tuple for the common
 single-copy case) and ``confirmed`` is ``None`` outside replication / GC.
 
+The queue name, REPLICATE and RETRY (given at ADDJOB, never changed) and the
+fields most jobs never change from their defaults (``delay``, ``nacks``,
+``deliv``, ``gc_retry``, ``confirmed``, ``dedup``) live out of line in a
+:class:`JobExtra`.  The jobs of one queue with the same REPLICATE and RETRY
+that keep the defaults share one record; a job gets a copy of its own the
+first time one of the others is set to anything else.  They read and write
+as plain attributes of the job (properties), so no caller knows the
+difference; hot paths read ``job.extra.<field>`` instead (two slot loads,
+no property call).  A job of the common kind has 10 slots instead of 18 (and on PyPy,
+which keeps integer attributes unboxed in an array of their own, four
+object references: the number an instance holds without a second array).
+
 Times are integers in milliseconds of the node's clock, except ``ctime``
 which follows the original: ``creation_ms * 1_000_000 + counter`` so that jobs
 created in the same millisecond on one node still sort in creation order.
 ``qtime == 0`` means "never queue again" (at-most-once jobs once queued).
 """
+
+from operator import attrgetter
 
 WAIT_REPL = 0
 ACTIVE = 1
@@ -30,47 +44,103 @@ DEFAULT_RETRY_MAX = 300  # s, cap of the default RETRY (TTL/10)
 DEFAULT_TTL = 86400  # s
 
 
+class JobExtra:
+    """A job's queue name, its REPLICATE and RETRY (fixed at ADDJOB and the
+    same for most jobs of a queue), and the fields most jobs leave at their
+    defaults (see the module docstring).
+
+    Invariant: a ``shared`` record holds the defaults, for every job of its
+    queue, REPLICATE and RETRY that kept them (one per such triple while
+    jobs use it, see :meth:`disque.core.queues.Queues.job_defaults`); it is
+    never written: a job's first write of anything but a default gives it
+    a copy of its own."""
+
+    __slots__ = ("queue", "repl", "retry", "delay", "nacks", "deliv", "gc_retry", "confirmed", "dedup", "shared",
+                 "__weakref__")
+
+    def __init__(self, queue, repl, retry, shared=False):
+        self.queue = queue  # the queue name (bytes)
+        self.repl = repl  # REPLICATE: copies wanted
+        self.retry = retry  # RETRY, seconds (0: at most once)
+        self.delay = 0  # DELAY, seconds (only for the record: it has passed once queued)
+        self.nacks = 0  # NACKs received
+        self.deliv = 0  # additional deliveries
+        self.gc_retry = 0  # acknowledged: collection attempts so far
+        self.confirmed = None  # set of node IDs: copies confirmed (replication, GC)
+        self.dedup = None  # the client's DEDUP key (bytes), see disque.core.dedup
+        self.shared = shared
+
+    def copy(self):
+        """A record of one's own with the same values (not shared)."""
+        new = JobExtra(self.queue, self.repl, self.retry)
+        new.delay, new.nacks, new.deliv = self.delay, self.nacks, self.deliv
+        new.gc_retry, new.confirmed, new.dedup = self.gc_retry, self.confirmed, self.dedup
+        return new
+
+    def at_defaults(self) -> bool:
+        """True when every field but ``queue``, ``repl`` and ``retry`` holds
+        its default."""
+        return not (self.delay or self.nacks or self.deliv or self.gc_retry) \
+            and self.confirmed is None and self.dedup is None
+
+
+def _extra_field(name, default):
+    """A job attribute kept in its ``JobExtra``.  Reading costs one C-level
+    ``attrgetter``; the first write of anything but the default to a job on
+    its queue's shared record gives the job a copy of its own, and writing
+    the default there changes nothing."""
+
+    def set_(job, value):
+        extra = job.extra
+        if extra.shared:
+            if value is default or (value is not None and value == default):
+                return
+            extra = job.extra = extra.copy()
+        setattr(extra, name, value)
+
+    return property(attrgetter("extra." + name), set_, doc="JobExtra.%s (default %r)" % (name, default))
+
+
 class Job:
     __slots__ = (
         "id",
-        "queue",
         "body",
         "state",
         "flags",
-        "repl",
         "ctime",
         "etime",
-        "delay",
-        "retry",
         "qtime",
         "awake",
-        "nacks",
-        "deliv",
         "delivered",
-        "confirmed",
-        "gc_retry",
-        "dedup",
+        "extra",
     )
 
-    def __init__(self, job_id, queue, body, state, repl, ctime, etime, delay, retry, qtime):
+    def __init__(self, job_id, queue, body, state, repl, ctime, etime, delay, retry, qtime, shared=None):
+        """``shared``: the shared JobExtra of ``queue``, ``repl`` and
+        ``retry`` (which then are its own: ``shared.queue`` ...); without it
+        the job gets a record of its own."""
         self.id = job_id
-        self.queue = queue
         self.body = body
         self.state = state
         self.flags = 0
-        self.repl = repl
         self.ctime = ctime
         self.etime = etime
-        self.delay = delay
-        self.retry = retry
         self.qtime = qtime
         self.awake = 0
-        self.nacks = 0
-        self.deliv = 0
         self.delivered = ()
-        self.confirmed = None
-        self.gc_retry = 0
-        self.dedup = None  # the client's DEDUP key (bytes), see disque.core.dedup
+        self.extra = shared if shared is not None else JobExtra(queue, repl, retry)
+        if delay:
+            self.delay = delay
+
+    queue = property(attrgetter("extra.queue"), doc="The queue name (JobExtra.queue; never changes).")
+    repl = property(attrgetter("extra.repl"), doc="REPLICATE (JobExtra.repl; never changes).")
+    retry = property(attrgetter("extra.retry"), doc="RETRY in seconds (JobExtra.retry; never changes).")
+    delay = _extra_field("delay", 0)
+    nacks = _extra_field("nacks", 0)
+    deliv = _extra_field("deliv", 0)
+    gc_retry = _extra_field("gc_retry", 0)
+    confirmed = _extra_field("confirmed", None)
+    dedup = _extra_field("dedup", None)
 
     def created_ms(self) -> int:
         return self.ctime // 1_000_000

@@ -53,7 +53,7 @@ class Jobs:
         is taken."""
         if not self.table.add(job.id, job):
             return False
-        if job.dedup is not None:
+        if job.extra.dedup is not None:  # (job.dedup, read without the property)
             self.dedup.add(job)
         return True
 
@@ -70,7 +70,7 @@ class Jobs:
         if self.table.pop(job.id) is None:
             return False
         node = self.node
-        if job.dedup is not None:
+        if job.extra.dedup is not None:
             self.dedup.remove(job, node.now, not void and job.state != WAIT_REPL)
         if ACTIVE <= job.state < ACKED:
             self.log_deleted(job)
@@ -148,9 +148,9 @@ class Jobs:
         included), its DEDUP key, the queue name shared with an existing
         queue."""
         node = self.node
-        q = node.queues.get(rec.queue)
-        job = Job(rec.id, q.name if q is not None else rec.queue, rec.body, ACTIVE, rec.repl, rec.ctime,
-                  rec.etime, rec.delay, rec.retry, qtime)
+        defaults = node.queues.job_defaults(rec.queue, rec.repl, rec.retry)
+        job = Job(rec.id, defaults.queue, rec.body, ACTIVE, rec.repl, rec.ctime,
+                  rec.etime, rec.delay, rec.retry, qtime, defaults)
         job.nacks = rec.nacks
         job.deliv = rec.deliv
         me = node.my_id
@@ -167,6 +167,7 @@ class Jobs:
         if old is not None:
             self.unregister(old, void=True)
         job.awake = 0
+        self.node.queues.share_defaults(job)
         self.add(job)
 
     def load_delete(self, job_id: bytes) -> None:

@@ -10,9 +10,9 @@ Invariant: every job in ``jobs`` is QUEUED and has this queue's name; the
 node changes job states, the queue only keeps the order and its counters.
 """
 
+from bisect import bisect_left, bisect_right
+from itertools import chain, islice
 from operator import attrgetter
-
-from sortedcontainers import SortedKeyList
 
 PAUSED_IN = 1
 PAUSED_OUT = 2
@@ -24,13 +24,176 @@ QUEUE_MAX_IDLE = 300  # seconds
 
 _ctime = attrgetter("ctime")
 
+try:
+    bisect_left([0], 0, key=int)
+except TypeError:  # Python 3.9: bisect has no key argument
+    def _first_at(sub, ctime):
+        """Index of the first job of ``sub`` created at or after ``ctime``."""
+        lo, hi = 0, len(sub)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if sub[mid].ctime < ctime:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _first_after(sub, ctime):
+        """Index of the first job of ``sub`` created after ``ctime``."""
+        lo, hi = 0, len(sub)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ctime < sub[mid].ctime:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+else:
+    def _first_at(sub, ctime):
+        """Index of the first job of ``sub`` created at or after ``ctime``."""
+        return bisect_left(sub, ctime, key=_ctime)
+
+    def _first_after(sub, ctime):
+        """Index of the first job of ``sub`` created after ``ctime``."""
+        return bisect_right(sub, ctime, key=_ctime)
+
+
+class JobList:
+    """The jobs of a queue in creation order (``ctime``, ties in arrival
+    order): a list of sorted sublists of at most ``2 * LOAD`` jobs and the
+    ``ctime`` of the last job of each, the layout of sortedcontainers'
+    ``SortedKeyList`` without its per-job copy of the key.  A new job of
+    this node is the newest: it is appended to the last sublist.
+
+    Invariants: no sublist is empty; ``_maxes[i] == _lists[i][-1].ctime``;
+    the sublists, concatenated, are sorted by ``ctime``; ``_len`` counts
+    the jobs.
+    """
+
+    __slots__ = ("_lists", "_maxes", "_len")
+
+    LOAD = 1000
+
+    def __init__(self):
+        self._lists = []
+        self._maxes = []
+        self._len = 0
+
+    def __len__(self):
+        return self._len
+
+    def __iter__(self):
+        return chain.from_iterable(self._lists)
+
+    def __contains__(self, job):
+        return self._find(job) is not None
+
+    def __getitem__(self, index: int):
+        """The job at ``index`` (0 and -1 are O(1))."""
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("job list index out of range")
+        for sub in self._lists:
+            if index < len(sub):
+                return sub[index]
+            index -= len(sub)
+
+    def head(self, n: int) -> list:
+        """The ``n`` oldest jobs, oldest first."""
+        return list(islice(self, n))
+
+    def tail(self, n: int) -> list:
+        """The ``n`` newest jobs, newest first."""
+        return list(islice(chain.from_iterable(reversed(sub) for sub in reversed(self._lists)), n))
+
+    def add(self, job) -> None:
+        """Insert ``job`` after every job created before it or at the same time."""
+        ctime = job.ctime
+        lists, maxes = self._lists, self._maxes
+        if not maxes:
+            lists.append([job])
+            maxes.append(ctime)
+            self._len += 1
+            return
+        if ctime >= maxes[-1]:
+            i = len(maxes) - 1
+            sub = lists[i]
+            sub.append(job)
+            maxes[i] = ctime
+        else:
+            i = bisect_right(maxes, ctime)
+            sub = lists[i]
+            sub.insert(_first_after(sub, ctime), job)
+        self._len += 1
+        if len(sub) > 2 * self.LOAD:
+            half = sub[self.LOAD:]
+            del sub[self.LOAD:]
+            maxes[i] = sub[-1].ctime
+            lists.insert(i + 1, half)
+            maxes.insert(i + 1, half[-1].ctime)
+
+    def pop(self, index: int = 0):
+        """Remove and return the oldest job (``index`` 0, the only one
+        supported)."""
+        if index != 0 or not self._len:
+            raise IndexError("pop from the head of a non-empty job list only")
+        sub = self._lists[0]
+        job = sub.pop(0)
+        self._len -= 1
+        if not sub:
+            del self._lists[0]
+            del self._maxes[0]
+        return job
+
+    def remove(self, job) -> None:
+        """Remove ``job``; ValueError if it is not here."""
+        where = self._find(job)
+        if where is None:
+            raise ValueError("job not in list")
+        i, pos = where
+        sub = self._lists[i]
+        del sub[pos]
+        self._len -= 1
+        if not sub:
+            del self._lists[i]
+            del self._maxes[i]
+        elif pos == len(sub):
+            self._maxes[i] = sub[-1].ctime
+
+    def clear(self) -> None:
+        self._lists.clear()
+        self._maxes.clear()
+        self._len = 0
+
+    def _find(self, job):
+        """(sublist index, position) of ``job``, or None."""
+        ctime = job.ctime
+        lists, maxes = self._lists, self._maxes
+        i = bisect_left(maxes, ctime)
+        while i < len(maxes):
+            sub = lists[i]
+            for pos in range(_first_at(sub, ctime), len(sub)):
+                other = sub[pos]
+                if other is job:
+                    return i, pos
+                if other.ctime != ctime:
+                    return None
+            i += 1  # jobs of the same ctime may go on in the next sublist
+        return None
+
 
 class Queue:
-    __slots__ = ("name", "jobs", "ctime", "atime", "flags", "jobs_in", "jobs_out", "waiting", "fed")
+    __slots__ = ("name", "jobs", "ctime", "atime", "flags", "jobs_in", "jobs_out", "waiting", "fed",
+                 "job_defaults")
 
     def __init__(self, name: bytes, now_s: int):
         self.name = name
-        self.jobs = SortedKeyList(key=_ctime)  # read-only outside this class
+        # The shared JobExtra (disque.core.job) of the latest jobs added
+        # here, so ADDJOB finds it without a lookup while the REPLICATE and
+        # RETRY of the jobs stay the same (see Queues.job_defaults).
+        self.job_defaults = None
+        self.jobs = JobList()  # read-only outside this class
         self.ctime = now_s
         self.atime = now_s
         self.flags = 0

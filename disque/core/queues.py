@@ -15,7 +15,9 @@ Invariants:
   may serve them (not paused out); :meth:`GetJob.serve_ready` empties it.
 """
 
-from .job import ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, QUEUED
+from weakref import WeakValueDictionary
+
+from .job import ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, JobExtra, QUEUED
 from . import messages
 from .queue import PAUSED_OUT, QUEUE_MAX_IDLE, Queue
 from .table import BucketedDict
@@ -29,6 +31,9 @@ class Queues:
         self.scan = self._by_name.scan
         self.ready = []
         self._idle = {}  # name -> Queue, candidates for reclaiming
+        # (name, repl, retry) -> the shared JobExtra of such jobs, while any
+        # job (or the Queue) holds it: queues come and go, jobs stay.
+        self._job_defaults = WeakValueDictionary()
 
     def __len__(self):
         return len(self._by_name)
@@ -43,6 +48,33 @@ class Queues:
             q = Queue(name, self.node.now // 1000)
             self._by_name.add(name, q)
         return q
+
+    def job_defaults(self, name: bytes, repl: int, retry: int) -> JobExtra:
+        """The shared JobExtra for new jobs of queue ``name`` with this
+        REPLICATE and RETRY (one per triple while in use; its ``queue`` is
+        the queue's own name object when the queue exists).  The queue
+        keeps the last one asked for, which ADDJOB checks first."""
+        q = self._by_name.get(name)
+        if q is not None:
+            defaults = q.job_defaults
+            if defaults is not None and defaults.repl == repl and defaults.retry == retry:
+                return defaults
+            name = q.name
+        key = (name, repl, retry)
+        defaults = self._job_defaults.get(key)
+        if defaults is None:
+            defaults = self._job_defaults[key] = JobExtra(name, repl, retry, shared=True)
+        if q is not None:
+            q.job_defaults = defaults
+        return defaults
+
+    def share_defaults(self, job) -> None:
+        """Put ``job`` back on its queue's shared record if its own holds
+        only defaults (jobs loaded from the AOF, a job whose copies were
+        confirmed)."""
+        extra = job.extra
+        if not extra.shared and extra.at_defaults():
+            job.extra = self.job_defaults(extra.queue, extra.repl, extra.retry)
 
     # -- ENQUEUE / DEQUEUE ------------------------------------------------
 
@@ -170,4 +202,5 @@ class Queues:
     def clear(self) -> None:
         self._by_name.clear()
         self._idle.clear()
+        self._job_defaults.clear()
         self.ready.clear()
