@@ -422,6 +422,7 @@ SPECS = (
        fixed="" if _GC_FREEZE else "this runtime's collector has no gc.freeze and needs none "
        "(PyPy's major collections are incremental)"),
     _S("dedup-window", "int", 600, True, original=False, lo=0, hi=30 * 86400),
+    _S("output-flush", "enum", "read", True, original=False, choices=("read", "turn")),
     _S("syslog-enabled", "bool", False, get=False),
     _S("syslog-ident", "str", "disque", get=False),
     _S("appendfilename", "str", "disque.aof", get=False,

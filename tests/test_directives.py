@@ -299,6 +299,27 @@ def _dedup_window(make):
     assert node.runtime.node.jobs.dedup.window == 7_000
 
 
+@effect("output-flush")
+def _output_flush(make):
+    """read: a reply leaves with its read; turn: replies wait for the end
+    of the reactor turn (a delayed call of 0 s, here when the test's clock
+    advances), then every connection's leave together."""
+    node = make()
+    a, b = node.connect(), node.connect()
+    assert a.call("PING") == b"+PONG\r\n"
+    assert a.call("CONFIG", "SET", "output-flush", "turn") == b""  # in effect at once: its own reply waits
+    assert a.call("PING") == b""
+    b.proto.dataReceived(cmd("ADDJOB", "q", "x", "0"))
+    assert b.take() == b""
+    node.reactor.advance(0)
+    assert a.take() == b"+OK\r\n+PONG\r\n" and b.take().startswith(b"+D-")
+    node = make(**{"output-flush": "turn"})
+    c = node.connect()
+    assert c.call("PING") == b""
+    node.service.stopService()  # what the turn kept leaves before the connections close
+    assert c.take() == b"+PONG\r\n"
+
+
 @effect("watchdog-period")
 def _watchdog_period(make):
     for value, fired in (("0", False), ("20", True)):

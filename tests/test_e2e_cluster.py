@@ -2,6 +2,7 @@
 chain of MEETs, driven over real sockets (and redis-cli), with kill -9 and
 restarts.  Every cluster here waits for full reachability first."""
 
+import threading
 import time
 
 import hiredis
@@ -78,6 +79,37 @@ def test_replicate_2_and_norepl_beyond_the_cluster(trio):
 
 
 def test_pipelined_addjobs_replicate_concurrently_and_reply_in_order(trio):
+    pipelined_addjobs_in_order(trio)
+
+
+def test_output_per_reactor_turn_serves_the_same(tmp_path):
+    """output-flush turn: replies and bus frames leave once per reactor
+    turn; replication, pipelines and concurrent clients work the same."""
+    nodes = start_cluster(tmp_path, 3, args=("--set", "output-flush=turn"))
+    try:
+        assert call(nodes[0], "CONFIG", "GET", "output-flush") == [b"output-flush", b"turn"]
+        pipelined_addjobs_in_order(nodes)
+        ids = []
+
+        def producer(k):
+            c = nodes[k % 3].client()
+            ids.extend(c.call("ADDJOB", "turnq", "p%d-%d" % (k, i), "5000") for i in range(50))
+            c.close()
+
+        threads = [threading.Thread(target=producer, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert len(ids) == 300 and all(i.startswith(b"D-") for i in ids)
+        assert all(len(holders(nodes, i)) == 3 for i in ids[:20])  # REPLICATE 3 by default
+        assert sum(call(node, "QLEN", "turnq") for node in nodes) == 300
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def pipelined_addjobs_in_order(trio):
     c = trio[0].client()
     n = 200
     start = time.time()
