@@ -462,3 +462,63 @@ def test_job_list_keeps_creation_order_like_a_sorted_list():
     assert gone not in jobs
     with pytest.raises(ValueError):
         jobs.remove(gone)
+
+
+# -- a restart: loaded jobs wait to hear from their other copies --------------
+
+PEER = b"a" * 40
+
+
+def restarted_node_with_a_loaded_copy(now=T0):
+    """A node just restarted from its AOF: one peer from its node file (no
+    link yet) and a RETRY 1 job both hold, whose requeue time is long past."""
+    from disque.core import messages
+
+    node = make_node(now)
+    node.cluster.restore(False, [(PEER, b"127.0.0.1", 7712, False)], now)
+    job = Job(b"D-" + b"1" * 36 + b"-0001", b"q", b"body", ACTIVE, 2, (now - 60_000) * 1_000_000,
+              now + 3_600_000, 0, 1, now - 30_000)
+    job.delivered = (NODE_ID, PEER)
+    node.jobs.load(job)
+    node.jobs.finish_load(False)
+    node.outbox.clear()
+    return node, job, messages
+
+
+def sent(node, kind):
+    return [e.message for e in node.outbox if type(getattr(e, "message", None)) is kind]
+
+
+def test_a_loaded_job_waits_for_the_link_to_its_other_copy():
+    node, job, messages = restarted_node_with_a_loaded_copy()
+    for _ in range(10):
+        advance(node, 100)
+    assert job.state == ACTIVE and sent(node, messages.WillQueue) == []
+    node.link_up(PEER)
+    advance(node, 100)
+    assert sent(node, messages.WillQueue) == [messages.WillQueue(job.id)]
+    advance(node, 400)
+    assert job.state == ACTIVE  # the answers have WILLQUEUE_ADVANCE to come
+    advance(node, 200)
+    assert job.state == QUEUED  # nobody answered: queued
+
+
+def test_a_loaded_job_acknowledged_elsewhere_is_not_queued():
+    node, job, messages = restarted_node_with_a_loaded_copy()
+    node.link_up(PEER)
+    advance(node, 100)
+    assert sent(node, messages.WillQueue) == [messages.WillQueue(job.id)]
+    assert job.state == ACTIVE  # not queued before the answer could come
+    header = messages.Header(PEER, b"127.0.0.1", 7712, 0)
+    node.bus_receive(header, messages.SetAck(job.id, 2), None)
+    advance(node, 1000)
+    assert node.jobs.get(job.id) is None or job.state == ACKED
+
+
+def test_a_loaded_job_goes_on_once_its_other_copy_is_suspected():
+    node, job, messages = restarted_node_with_a_loaded_copy()
+    node.cluster.node_timeout = 1000
+    for _ in range(30):  # no link ever: the peer is suspected after node_timeout
+        advance(node, 100)
+    assert node.cluster.nodes[PEER].pfail
+    assert job.state == QUEUED

@@ -202,3 +202,44 @@ def test_everysec_and_no_lose_nothing_on_a_process_crash(tmp_path):
             assert sum(1 for j in ids if show(node, j) is not None) == 500, policy
         finally:
             node.kill()
+
+
+def test_a_restarted_node_hears_of_acks_before_it_requeues(tmp_path):
+    """All nodes killed at once.  A comes back alone, its copies are
+    requeued, delivered and acknowledged there.  Then B comes back: its
+    copies of those jobs must not be delivered again.  B loaded them with a
+    requeue time long past; it waits for its link to A (C, still down,
+    becomes suspected meanwhile), sends WILLQUEUE and hears SETACK, as the
+    original's WILLQUEUE intends (issue 14: 5-8% of the acknowledged jobs
+    were delivered again here, before B's links were up)."""
+    from support import start_cluster
+
+    timeout = ("--cluster-node-timeout", "2000")
+    a, b, c = start_cluster(tmp_path, 3, args=AOF + timeout)
+    try:
+        ids = [call(a, "ADDJOB", "rq", "job-%d" % i, "0", "REPLICATE", "3", "RETRY", "1") for i in range(30)]
+        assert all(i.startswith(b"D-") for i in ids)
+        wait_for(lambda: all(show(n, ids[-1]) is not None for n in (b, c)), what="every copy written")
+        for n in (a, b, c):
+            n.kill()
+        a.start()
+        acked = set()
+
+        def take_all():
+            for job in call(a, "GETJOB", "NOHANG", "COUNT", "100", "FROM", "rq") or []:
+                assert call(a, "ACKJOB", job[1]) == 1
+                acked.add(job[1])
+            return acked == set(ids)
+
+        wait_for(take_all, timeout=15, interval=0.2, what="every job delivered and acked on A")
+        b.start()
+        delivered_again = []
+        deadline = time.time() + 6  # past C's suspicion (2 s), B's WILLQUEUE and its RETRY
+        while time.time() < deadline:
+            delivered_again += [job[1] for job in call(b, "GETJOB", "NOHANG", "COUNT", "100", "FROM", "rq") or []]
+            time.sleep(0.1)
+        assert delivered_again == []
+        assert all(show(b, j) is None or show(b, j)[b"state"] == b"acked" for j in ids)
+    finally:
+        for n in (a, b, c):
+            n.kill()

@@ -38,8 +38,10 @@ F_BCAST_QUEUED = 1  # the next enqueue is a re-queue: broadcast QUEUED
 F_BCAST_WILLQUEUE = 2  # wake up 500 ms before qtime to send WILLQUEUE
 F_DELIVERED = 4  # served to a client at least once by this node
 F_EXTREPL = 8  # created here without a local copy (leaving / low memory)
+F_LOADED = 16  # loaded from the AOF: no WILLQUEUE before the other copies can answer it
 
 WILLQUEUE_ADVANCE = 500  # ms before qtime when WILLQUEUE is sent
+LOADED_RECHECK = 100  # ms between looks at the links of a loaded job's copies
 DEFAULT_RETRY_MAX = 300  # s, cap of the default RETRY (TTL/10)
 DEFAULT_TTL = 86400  # s
 

@@ -16,7 +16,7 @@ Invariants:
 """
 
 from .job import (
-    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, Job, QUEUED, WAIT_REPL,
+    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_LOADED, Job, QUEUED, WAIT_REPL,
     WILLQUEUE_ADVANCE
 )
 from . import messages
@@ -188,7 +188,9 @@ class Jobs:
         for job in list(self.table.values()):
             was_queued = job.state == QUEUED
             job.state = ACTIVE
-            job.flags = F_BCAST_QUEUED | (F_BCAST_WILLQUEUE if job.retry else 0)
+            # F_LOADED: the other copies may have been acknowledged or
+            # queued while this node was down (see disque.core.requeue).
+            job.flags = F_BCAST_QUEUED | (F_BCAST_WILLQUEUE | F_LOADED if job.retry else 0)
             if job.retry == 0:
                 job.qtime = 0
             if enqueue_queued and was_queued:

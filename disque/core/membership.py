@@ -153,6 +153,20 @@ class ClusterView:
             if node_id != me:
                 self.send(node_id, msg)
 
+    def copies_unheard(self, job) -> bool:
+        """True while a node that may hold a copy of ``job`` counts as
+        reachable (neither suspected, failed nor in handshake) but our link
+        to it is not up yet: a message sent now would not reach it, and it
+        may know of an acknowledgement or a queued copy."""
+        me = self.myself.id
+        nodes = self.nodes
+        for node_id in job.delivered:
+            if node_id != me:
+                peer = nodes.get(node_id)
+                if peer is not None and not peer.connected and peer.reachable:
+                    return True
+        return False
+
     def broadcast(self, msg, reachable_only=False) -> None:
         for n in self.peers():
             if n.handshake or (reachable_only and not n.reachable):

@@ -15,11 +15,17 @@ Invariants:
   anything else happens to it;
 * a RETRY 0 (at-most-once) job is never queued again by the node itself;
 * a job queued on two nodes at once is dequeued on the one whose ID is
-  lower when QUEUED crosses (the original's tie break).
+  lower when QUEUED crosses (the original's tie break);
+* a job loaded from the AOF (``F_LOADED``) is not queued before its
+  WILLQUEUE went to every other copy that counts as reachable, over a
+  link that is up, and ``WILLQUEUE_ADVANCE`` passed for their answers
+  (SETACK for a job acknowledged elsewhere while this node was down, QUEUED
+  for one queued there): its requeue time, long past after a restart,
+  would otherwise queue it at once, before the node could hear of either.
 """
 
 from .job import (
-    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, QUEUED, WILLQUEUE_ADVANCE
+    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_LOADED, LOADED_RECHECK, QUEUED, WILLQUEUE_ADVANCE
 )
 from . import messages
 from .errors import CommandError
@@ -46,6 +52,14 @@ class Requeue:
         state = job.state
         if (state == ACTIVE or state == QUEUED) and job.flags & F_BCAST_WILLQUEUE \
                 and job.qtime - WILLQUEUE_ADVANCE <= now:
+            if job.flags & F_LOADED and state == ACTIVE:
+                if self._cluster.copies_unheard(job):  # look again soon
+                    job.qtime = now + LOADED_RECHECK + WILLQUEUE_ADVANCE
+                    jobs.update_awake(job)
+                    return
+                job.flags &= ~F_LOADED
+                if job.qtime < now + WILLQUEUE_ADVANCE:  # time for the answers
+                    job.qtime = now + WILLQUEUE_ADVANCE
             if state != QUEUED:
                 self._cluster.send_to_copies(job, messages.WillQueue(job.id))
             job.flags &= ~F_BCAST_WILLQUEUE
