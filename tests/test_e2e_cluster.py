@@ -366,3 +366,27 @@ def test_seven_node_cluster_runs_the_whole_state_machine(tmp_path):
     finally:
         for n in nodes:
             n.kill()
+
+
+def test_addjob_right_after_a_peer_dies_waits_for_it(tmp_path):
+    """A peer killed a moment ago still counts as reachable until it is
+    suspected (cluster-node-timeout, 15 s here): ADDJOB REPLICATE 3 waits
+    and retries its REPLJOB instead of answering NOREPL at once, and
+    succeeds when the peer is back within the ADDJOB's timeout, as the
+    original does."""
+    a, b, c = start_cluster(tmp_path, 3)
+    try:
+        c.kill()
+        result = {}
+        adder = threading.Thread(target=lambda: result.update(
+            reply=call(a, "ADDJOB", "bq", "x", "9000", "REPLICATE", "3")))
+        adder.start()
+        time.sleep(1.0)
+        assert "reply" not in result  # still waiting for C's copy
+        c.start()
+        adder.join(15)
+        assert isinstance(result.get("reply"), bytes) and result["reply"].startswith(b"D-"), result
+        assert holders([a, b, c], result["reply"]) == [0, 1, 2]
+    finally:
+        for n in (a, b, c):
+            n.kill()
