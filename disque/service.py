@@ -189,6 +189,15 @@ class NodeRuntime:
         self._turn = None
         self.end_turn()
 
+    def end_turn_now(self):
+        """End the turn at once (a stopping service): the pending end of
+        the turn is cancelled, what it would have sent leaves now."""
+        if self._turn is not None:
+            if self._turn.active():
+                self._turn.cancel()
+            self._turn = None
+        self.end_turn()
+
     def end_turn(self):
         """Write the AOF, then send what every connection kept (at the end
         of each batch, or with ``output-flush turn`` once per reactor turn
@@ -523,7 +532,7 @@ class DisqueNodeService(MultiService):
             forget()
         self._forget = []
         node_log.reset()
-        self.runtime.end_turn()  # what this turn kept leaves before the connections close
+        self.runtime.end_turn_now()  # what this turn kept leaves before the connections close
         stopped = super().stopService()  # the timers, then the listeners
         for client in list(self.runtime.ctx.clients.values()):
             client.conn.close()

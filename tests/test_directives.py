@@ -318,6 +318,7 @@ def _output_flush(make):
     assert c.call("PING") == b""
     node.service.stopService()  # what the turn kept leaves before the connections close
     assert c.take() == b"+PONG\r\n"
+    assert not [call for call in node.reactor.getDelayedCalls() if call.active()]  # no end of turn left
 
 
 @effect("watchdog-period")
