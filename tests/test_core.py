@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from disque.core.job import ACKED, ACTIVE, F_DELIVERED, Job, JobExtra, QUEUED, WAIT_REPL
+from disque.core.job import ACKED, ACTIVE, F_DELIVERED, Job, QUEUED, WAIT_REPL
 from disque.core.effects import Reply
 from disque.core.jobid import is_at_most_once, is_valid, ttl_minutes, ttl_suffix
 from disque.core.errors import CommandError
