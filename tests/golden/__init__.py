@@ -17,8 +17,10 @@ too:
 
 * CLUSTER NODES: lines compared as a set (the original lists nodes in the
   order of its hash table of random IDs); pong_received is a recent ms
-  timestamp (0 exactly where the original says 0); a handshake node's ID is
-  a random temporary one on both sides (any 40 hex digits);
+  timestamp (0 exactly where the original says 0); ping_sent of a healthy
+  link may be a PING sent within the last 2 s and not answered yet (the
+  original shows 0 a moment later); a handshake node's ID is a random
+  temporary one on both sides (any 40 hex digits);
 * CLUSTER INFO: cluster_stats_messages_sent/received are counters (an
   integer, positive where the original's is; ours may count the MEET
   already sent when the original's cron had not yet); the rest exact;
