@@ -231,6 +231,15 @@ class NodeRuntime:
         if not self._bus_batch:
             self.after_batch()
 
+    def bus_inbound(self, protocol):
+        """A connection to our bus port said which node it comes from."""
+        if self.links is not None:
+            self.links.inbound_from(protocol, protocol.sender)
+
+    def bus_inbound_lost(self, protocol):
+        if self.links is not None:
+            self.links.inbound_lost(protocol)
+
     def bus_link_up(self, node_id):
         self.set_time()
         self.node.link_up(node_id)

@@ -530,6 +530,7 @@ class IOSimCluster:
         self.connections = []
         self.frames = []
         self.cuts = set()  # frozenset({i, j}) of nodes that cannot talk
+        self.one_way = set()  # (i, j): i cannot open connections to j
         self.holds = set()  # (i, j): what i writes to j waits
         self._next_client_port = 50000
         for i, port in enumerate(self.ports):
@@ -631,10 +632,23 @@ class IOSimCluster:
                 conn.pump.serverIO.drop()
         self.pump()
 
+    def cut_one_way(self, i, j):
+        """Node ``i`` can no longer open connections to node ``j``: its link
+        to ``j`` breaks and reconnecting is refused until :meth:`heal`,
+        while the connections ``j`` opens to ``i`` carry on (as a link in
+        its reconnect backoff after a restart)."""
+        self.one_way.add((i, j))
+        for conn in self.connections:
+            if conn.bus and conn.client_node == i and conn.server_node == j:
+                conn.pump.clientIO.drop()
+                conn.pump.serverIO.drop()
+        self.pump()
+
     def heal(self):
         """Every cut pair may connect again (the links reconnect on their
         own schedule)."""
         self.cuts.clear()
+        self.one_way.clear()
         self.pump()
 
     def kill(self, i):
@@ -680,7 +694,7 @@ class IOSimCluster:
                 target = next((j for j in range(len(self.ports)) if self._listener(j, port) is not None), None)
                 server_factory = None
                 if host == self.HOST and target is not None and self.alive[i] \
-                        and frozenset((i, target)) not in self.cuts:
+                        and frozenset((i, target)) not in self.cuts and (i, target) not in self.one_way:
                     server_factory = self._listener(target, port)
                 if server_factory is None:
                     factory.clientConnectionFailed(connector, Failure(error.ConnectionRefusedError()))

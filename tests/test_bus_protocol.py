@@ -14,6 +14,7 @@ class Recorder:
     def __init__(self):
         self.got = []
         self.lost = []
+        self.inbound = []
         self.batches = []
         self.depth = 0
         self.pending_output = []  # as NodeRuntime: connections to flush when a batch ends
@@ -29,6 +30,12 @@ class Recorder:
         self.got.append((header, msg, link))
 
     def bus_link_lost(self, proto):
+        self.lost.append(proto)
+
+    def bus_inbound(self, proto):
+        self.inbound.append(proto.sender)
+
+    def bus_inbound_lost(self, proto):
         self.lost.append(proto)
 
 

@@ -190,3 +190,19 @@ def test_hello_priority_of_a_suspected_peer_is_10(tmp_path):
         assert hello_priorities(a, cluster.ports) == {cluster.ports[0]: 1, cluster.ports[1]: 1}
     finally:
         cluster.stop()
+
+
+def test_an_answer_takes_the_peers_own_connection_while_our_link_is_down(pair):
+    """A's link to B is down (refused, as in its reconnect backoff) while
+    B's link to A works: B's ADDJOB REPLICATE 2 reaches A, and A's GOTJOB
+    goes back on the connection B opened, instead of being dropped until
+    A's link is back (the ADDJOB would time out)."""
+    cluster, a, b = pair
+    cluster.cut_one_way(0, 1)
+    since = len(cluster.frames)
+    b.send("ADDJOB", "q", "x", "3000", "REPLICATE", "2")
+    cluster.advance(0.2)
+    job_id = b.reply()
+    assert isinstance(job_id, bytes) and job_id.startswith(b"D-"), job_id
+    assert (0, 1, "GotJob") in received(cluster, since, messages.GotJob)
+    assert registered_jobs(a) == registered_jobs(b) == 1

@@ -112,6 +112,9 @@ class Links:
         # back: kept here, not on the PeerLink, because the core may replace
         # a peer's link (new address, new handshake) while it is down.
         self.down_since = {}
+        # node ID -> the latest connection that node opened to our bus port:
+        # frames for it go there while our own link to it is down (see send).
+        self.inbound = {}
 
     def ensure(self, node_id, host, port):
         link = self.by_id.get(node_id)
@@ -142,8 +145,27 @@ class Links:
                      seconds=self.reactor.seconds() - self.down_since.pop(new))
 
     def send(self, node_id, frame):
+        """Send on our link to ``node_id``; while it is down (connecting, or
+        in its reconnect backoff), on the connection that node opened to
+        us, if any: an answer to a node that just came back (GOTJOB,
+        SETACK, QUEUED) must not wait for our reconnect backoff or be lost
+        to it.  True if the frame went somewhere."""
         link = self.by_id.get(node_id)
-        return link is not None and link.send(frame)
+        if link is not None and link.send(frame):
+            return True
+        inbound = self.inbound.get(node_id)
+        if inbound is not None and not inbound.closed:
+            inbound.send_frame(frame)
+            return True
+        return False
+
+    def inbound_from(self, protocol, node_id):
+        """``protocol``, a connection to our bus port, comes from ``node_id``."""
+        self.inbound[node_id] = protocol
+
+    def inbound_lost(self, protocol):
+        if self.inbound.get(protocol.sender) is protocol:
+            del self.inbound[protocol.sender]
 
     def lost(self, protocol):
         link = self.by_id.get(protocol.node_id)

@@ -34,6 +34,7 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         self.peer_host = b""
         self.local_host = b""
         self.closed = False
+        self.sender = None  # inbound connections: the node ID its frames carry
 
     def connectionMade(self):
         if hasattr(self.transport, "setTcpNoDelay"):
@@ -62,6 +63,9 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
             log.warn("Dropping bus link from {peer}: {error}", peer=self.peer_host.decode(), error=str(e))
             self.close()
             return
+        if self.node_id is None and header.sender != self.sender:
+            self.sender = header.sender
+            self.runtime.bus_inbound(self)
         self.runtime.bus_message(header, msg, self)
 
     def lengthLimitExceeded(self, length):
@@ -88,6 +92,8 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         self.closed = True
         if self.node_id is not None:
             self.runtime.bus_link_lost(self)
+        elif self.sender is not None:
+            self.runtime.bus_inbound_lost(self)
 
 
 class BusServerFactory(Factory):
