@@ -93,7 +93,7 @@ class NodeRuntime:
         # connection per turn), as the original's event loop does.  On a
         # test's Clock it runs when the test advances time.
         self.flush_per_turn = False
-        self._turn = None  # the pending _turn_ended call
+        self._turn = None  # the pending end_turn_now call
         self._turn_started = 0  # node time of the turn's first batch (or last early flush)
         now = int(reactor.seconds() * 1000)
         self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
@@ -178,20 +178,17 @@ class NodeRuntime:
             self.end_turn()
         elif self._turn is None:
             self._turn_started = self.node.now
-            self._turn = self.reactor.callLater(0, self._turn_ended)
+            self._turn = self.reactor.callLater(0, self.end_turn_now)
         elif self.node.now - self._turn_started >= MAX_TURN_MS:
             self._turn_started = self.node.now  # a long turn: what is ready leaves now
             self.end_turn()
         if self._wake is None or self.node.deadline_may_be_sooner():
             self._reschedule()
 
-    def _turn_ended(self):
-        self._turn = None
-        self.end_turn()
-
     def end_turn_now(self):
-        """End the turn at once (a stopping service): the pending end of
-        the turn is cancelled, what it would have sent leaves now."""
+        """The reactor turn ends (the delayed call), or must end at once (a
+        stopping service: the pending call is cancelled, what it would have
+        sent leaves now)."""
         if self._turn is not None:
             if self._turn.active():
                 self._turn.cancel()

@@ -472,6 +472,11 @@ class _SimConnection:
     def gone(self):
         return self.pump.clientIO.disconnected and self.pump.serverIO.disconnected
 
+    def drop(self):
+        """Break the connection at both ends (bytes in flight are lost)."""
+        self.pump.clientIO.drop()
+        self.pump.serverIO.drop()
+
 
 class IOSimCluster:
     """Real Disque nodes in one process, wired in memory over
@@ -628,8 +633,7 @@ class IOSimCluster:
         self.cuts.add(frozenset((i, j)))
         for conn in self.connections:
             if conn.bus and conn.joins(i, j):
-                conn.pump.clientIO.drop()
-                conn.pump.serverIO.drop()
+                conn.drop()
         self.pump()
 
     def cut_one_way(self, i, j):
@@ -640,8 +644,7 @@ class IOSimCluster:
         self.one_way.add((i, j))
         for conn in self.connections:
             if conn.bus and conn.client_node == i and conn.server_node == j:
-                conn.pump.clientIO.drop()
-                conn.pump.serverIO.drop()
+                conn.drop()
         self.pump()
 
     def heal(self):
@@ -657,8 +660,7 @@ class IOSimCluster:
         self.alive[i] = False
         for conn in self.connections:
             if i in (conn.client_node, conn.server_node):
-                conn.pump.clientIO.drop()
-                conn.pump.serverIO.drop()
+                conn.drop()
         self.pump()
         self.services[i].stopService()
         for call in self.reactors[i].getDelayedCalls():
