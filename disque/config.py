@@ -423,6 +423,8 @@ SPECS = (
        "(PyPy's major collections are incremental)"),
     _S("dedup-window", "int", 600, True, original=False, lo=0, hi=30 * 86400),
     _S("output-flush", "enum", "read", True, original=False, choices=("read", "turn")),
+    _S("cluster-password", "str", "", True, original=False, nullable=True,
+       check=lambda t: _need(len(_enc(t)) <= 512, "must be at most 512 bytes long")),
     _S("syslog-enabled", "bool", False, get=False),
     _S("syslog-ident", "str", "disque", get=False),
     _S("appendfilename", "str", "disque.aof", get=False,

@@ -137,6 +137,10 @@ class INodeRuntime(Interface):
     def now_us():
         """Wall clock, microseconds."""
 
+    def client_auth_failed(source):
+        """A client at address ``source`` sent a wrong AUTH password:
+        count it and log it, at most once a minute per source."""
+
     def process_info():
         """Mapping with the INFO server fields that come from the process."""
 

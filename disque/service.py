@@ -28,13 +28,14 @@ from zope.interface import implementer
 from . import DISQUE_VERSION
 from .commands import load as load_commands
 from .commands.context import Context
-from .bus import wire
+from .bus import auth as bus_auth, wire
 from .bus.links import BUS_PORT_OFFSET, Links
 from .bus.protocol import BusServerFactory
 from .core.membership import new_node_id, parse_nodes_file
 from .core.effects import execute
 from .core.node import NodeState
 from .config import ConfigSetError
+from .failed_auth import FailedAuth
 from .heap import heap_freezer
 from .idle import IdleClients
 from .interfaces import IFederationPolicyFactory, INodeRuntime, IPersistenceFactory
@@ -108,6 +109,8 @@ class NodeRuntime:
         self._wake = None
         self._wake_at = None
         self.shutting_down = False
+        self.failed_auth = FailedAuth(reactor.seconds, log)
+        self.bus_nonces = bus_auth.Nonces()
 
     def _follow_config(self):
         """The directives the core keeps a copy of, applied now and at each
@@ -236,6 +239,23 @@ class NodeRuntime:
     def bus_inbound_lost(self, protocol):
         if self.links is not None:
             self.links.inbound_lost(protocol)
+
+    def bus_handshake(self, initiator):
+        """The ``cluster-password`` handshake for a new bus connection
+        (:mod:`disque.bus.auth`), or None when no password is set.  Read
+        at each connection: CONFIG SET applies to the next ones."""
+        password = self.config["cluster-password"]
+        if not password:
+            return None
+        return bus_auth.Handshake(password.encode(), initiator, self.bus_nonces)
+
+    def bus_auth_failed(self, source, reason):
+        self.ctx.stats.bus_auth_failures += 1
+        self.failed_auth.record("bus", source, reason)
+
+    def client_auth_failed(self, source):
+        self.ctx.stats.auth_failures += 1
+        self.failed_auth.record("client", source, "invalid password")
 
     def bus_link_up(self, node_id):
         self.set_time()

@@ -34,6 +34,7 @@ from twisted.python.failure import Failure
 from twisted.test import iosim
 
 from .bus import wire
+from .bus.links import BUS_PORT_OFFSET
 from .core import effects
 from .core.node import NodeState
 
@@ -565,13 +566,18 @@ class IOSimCluster:
 
     def client(self, i) -> IOSimClient:
         """A new RESP client connected to node ``i``'s client port."""
-        client = IOSimClient(self)
-        server_factory = self._listener(i, self.ports[i])
+        return self.connect(i, IOSimClient(self))
+
+    def connect(self, i, protocol, bus=False):
+        """Connect ``protocol`` (any Twisted protocol: a test's stranger) to
+        node ``i``'s client port, or its bus port with ``bus``; returns it."""
+        port = self.ports[i] + (BUS_PORT_OFFSET if bus else 0)
+        server_factory = self._listener(i, port)
         if server_factory is None:
-            raise AssertionError("node %d does not listen for clients" % i)
-        self._join(client, None, server_factory, i, self.ports[i], bus=False)
+            raise AssertionError("node %d does not listen on %d" % (i, port))
+        self._join(protocol, None, server_factory, i, port, bus=False)
         self.pump()
-        return client
+        return protocol
 
     # -- time and bytes ------------------------------------------------------
 

@@ -38,6 +38,9 @@ class Recorder:
     def bus_inbound_lost(self, proto):
         self.lost.append(proto)
 
+    def bus_handshake(self, initiator):
+        return None  # no cluster-password (tests/test_bus_password.py has them)
+
 
 def connect(node_id=None):
     runtime = Recorder()

@@ -143,6 +143,37 @@ def _requirepass(make):
     assert c.call("AUTH", "s3cret") == b"+OK\r\n" and c.call("PING") == b"+PONG\r\n"
 
 
+def test_wrong_auth_passwords_are_counted_and_logged_once_a_minute(make):
+    node = make(requirepass="s3cret")
+    c, admin = node.connect(), node.connect()
+    admin.call("AUTH", "s3cret")
+    with captured_log() as events:
+        for _ in range(5):
+            assert c.call("AUTH", "guess") == b"-ERR invalid password\r\n"
+    assert b"auth_failures:5\r\n" in admin.call("INFO", "STATS")
+    lines = [t for t in texts(events) if "authentication" in t]
+    assert lines == ["Failed client authentication from 192.168.1.1: invalid password"]
+    node.reactor.advance(61)
+    with captured_log() as events:
+        c.call("AUTH", "guess")
+    assert [t for t in texts(events) if "authentication" in t] == [
+        "Failed client authentication from 192.168.1.1: invalid password "
+        "(4 more failures not logged in the last minute)"]
+    assert c.call("AUTH", "s3cret") == b"+OK\r\n"
+    assert b"auth_failures:6\r\n" in c.call("INFO", "STATS")
+    assert b"bus_auth_failures:0\r\n" in c.call("INFO", "STATS")
+
+
+@effect("cluster-password")
+def _cluster_password(make):
+    """The bus handshake (tests/test_bus_password.py shows it on the wire)."""
+    assert make().runtime.bus_handshake(initiator=True) is None
+    node = make(**{"cluster-password": "s3cret"})
+    assert node.runtime.bus_handshake(initiator=True).hello().startswith(b"DA")
+    node.connect().call("CONFIG", "SET", "cluster-password", "")
+    assert node.runtime.bus_handshake(initiator=False) is None
+
+
 @effect("maxclients")
 def _maxclients(make):
     node = make(maxclients="1")

@@ -6,6 +6,13 @@ outbound links we keep to each peer (``node_id`` set by the link).  Frames
 go to the runtime, which hands them to the pure core.  A frame that fails
 to decode, or a length above ``MAX_LENGTH``, drops the connection: a peer
 that speaks garbage is not a peer, and its link will reconnect clean.
+
+With ``cluster-password`` set, a connection first runs the handshake of
+:mod:`disque.bus.auth` (both directions): until the peer has proved it
+knows the password no frame of it reaches the node, an outbound link is
+not reported up (so nothing is sent on it), and frames are limited to the
+handshake's size.  A failed or timed-out handshake closes the connection
+and is counted (INFO ``bus_auth_failures``, :mod:`disque.failed_auth`).
 """
 
 import struct
@@ -15,7 +22,7 @@ from twisted.protocols.basic import Int32StringReceiver
 
 from ..logs import logger
 from ..output import BatchOutput, write_now
-from . import wire
+from . import auth, wire
 
 log = logger("disque.bus")
 
@@ -35,12 +42,24 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         self.local_host = b""
         self.closed = False
         self.sender = None  # inbound connections: the node ID its frames carry
+        self.handshake = None  # the cluster-password handshake while it runs
+        self._handshake_timeout = None
 
     def connectionMade(self):
         if hasattr(self.transport, "setTcpNoDelay"):
             self.transport.setTcpNoDelay(True)  # small frames must not wait for delayed ACKs
         self.peer_host = self.transport.getPeer().host.encode()
         self.local_host = self.transport.getHost().host.encode()
+        self.handshake = self.runtime.bus_handshake(initiator=self.node_id is not None)
+        if self.handshake is None:
+            self._authenticated()
+            return
+        self.MAX_LENGTH = auth.MAX_FRAME
+        self._handshake_timeout = self.runtime.reactor.callLater(auth.TIMEOUT, self._handshake_failed,
+                                                                 "no handshake within %g s" % auth.TIMEOUT)
+        self._write_frame(self.handshake.hello())
+
+    def _authenticated(self):
         if self.on_connect is not None:
             self.on_connect(self)
 
@@ -57,9 +76,14 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
     def stringReceived(self, frame):
         if self.closed:
             return
+        if self.handshake is not None:
+            self._handshake_frame(frame)
+            return
         try:
             header, msg = wire.decode(frame)
         except wire.WireError as e:
+            if auth.is_handshake_frame(frame):
+                e = "it asks for a cluster-password handshake, and this node has no cluster-password"
             log.warn("Dropping bus link from {peer}: {error}", peer=self.peer_host.decode(), error=str(e))
             self.close()
             return
@@ -68,7 +92,39 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
             self.runtime.bus_inbound(self)
         self.runtime.bus_message(header, msg, self)
 
+    def _handshake_frame(self, frame):
+        try:
+            answer = self.handshake.receive(frame)
+        except auth.AuthFailed as e:
+            self._handshake_failed(str(e))
+            return
+        if answer is not None:
+            self._write_frame(answer)
+        if self.handshake.done:
+            self._end_handshake()
+            del self.MAX_LENGTH  # the class's limit again
+            self._authenticated()
+
+    def _handshake_failed(self, reason):
+        self._end_handshake()
+        self.runtime.bus_auth_failed(self.peer_host.decode(), reason)
+        self.close()
+
+    def _end_handshake(self):
+        if self._handshake_timeout is not None and self._handshake_timeout.active():
+            self._handshake_timeout.cancel()
+        self._handshake_timeout = None
+        if self.handshake is not None:
+            self.handshake.release()
+            self.handshake = None
+
+    def _write_frame(self, frame):
+        self.transport.write(_LENGTH(len(frame)) + frame)
+
     def lengthLimitExceeded(self, length):
+        if self.handshake is not None:
+            self._handshake_failed("frame of %d bytes during the handshake" % length)
+            return
         log.warn("Dropping bus link from {peer}: frame of {n} bytes", peer=self.peer_host.decode(), n=length)
         self.close()
 
@@ -90,6 +146,7 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
 
     def connectionLost(self, reason):
         self.closed = True
+        self._end_handshake()
         if self.node_id is not None:
             self.runtime.bus_link_lost(self)
         elif self.sender is not None:

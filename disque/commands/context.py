@@ -44,7 +44,7 @@ class ClientState:
 class Stats:
     """Counters reported by INFO stats; reset by CONFIG RESETSTAT."""
 
-    __slots__ = ("connections", "commands", "net_in", "net_out", "rejected",
+    __slots__ = ("connections", "commands", "net_in", "net_out", "rejected", "auth_failures", "bus_auth_failures",
                  "ops_samples", "last_sample")
 
     def __init__(self):
@@ -56,6 +56,8 @@ class Stats:
         self.net_in = 0
         self.net_out = 0
         self.rejected = 0
+        self.auth_failures = 0  # wrong AUTH passwords (disque.failed_auth)
+        self.bus_auth_failures = 0  # failed cluster-password handshakes
         # (ms, commands, net_in, net_out) samples for instantaneous rates.
         self.ops_samples = deque(maxlen=16)
         self.last_sample = 0

@@ -133,7 +133,7 @@ def info_stats(ctx):
         ("instantaneous_ops_per_sec", ops), ("total_net_input_bytes", s.net_in),
         ("total_net_output_bytes", s.net_out), ("instantaneous_input_kbps", kin),
         ("instantaneous_output_kbps", kout), ("rejected_connections", s.rejected),
-        ("latest_fork_usec", 0),
+        ("latest_fork_usec", 0), ("auth_failures", s.auth_failures), ("bus_auth_failures", s.bus_auth_failures),
     ])
 
 
@@ -358,6 +358,7 @@ def auth(ctx, client, argv):
         client.authenticated = True
         return reply.OK
     client.authenticated = False
+    ctx.runtime.client_auth_failed(client.addr.rpartition(b":")[0].decode(errors="replace"))
     return reply.err(b"invalid password")
 
 

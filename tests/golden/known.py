@@ -30,6 +30,10 @@ KNOWN_DIFFERENCES = {
         "the GCC that built the Python interpreter, 0.0.0 if not GCC (format checked: x.y.z)",
     "INFO field runtime":
         "ours only: the Python implementation and version running the node",
+    "INFO field auth_failures":
+        "ours only: wrong AUTH passwords since the start (the original counts none)",
+    "INFO field bus_auth_failures":
+        "ours only: failed cluster-password handshakes (the original has no cluster password)",
     "INFO field mem_allocator":
         "Python's allocator, not jemalloc-4.0.3 (checked: non-empty)",
     "admin.md: DEBUG STRUCTSIZE":

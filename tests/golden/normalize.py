@@ -246,7 +246,8 @@ def _info_sections(text):
 
 
 # INFO fields we show and the original does not (a KNOWN_DIFFERENCES key each).
-EXTRA_INFO_FIELDS = {"runtime": "INFO field runtime"}
+EXTRA_INFO_FIELDS = {"runtime": "INFO field runtime", "auth_failures": "INFO field auth_failures",
+                     "bus_auth_failures": "INFO field bus_auth_failures"}
 
 
 def check_info(exp, ours, r):
