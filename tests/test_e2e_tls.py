@@ -1,0 +1,196 @@
+"""TLS with real node processes: the real redis-cli on the TLS client port,
+plain and TLS ports side by side or TLS alone, ``tls-auth-clients``, and a
+3-node cluster whose bus is mutual TLS (``tls-cluster yes``): it meets,
+replicates and acknowledges jobs, while a bus intruder -- plain TCP, or TLS
+without a certificate of the cluster's CA -- gets no byte and is not
+learned.  Certificates: tls_support.make_pki, one throwaway CA per module."""
+
+import socket
+import ssl
+import struct
+
+import pytest
+
+from disque.bus import wire
+from disque.core import messages
+from support import NodeProcess, call, free_port, redis_cli, show, wait_for, wait_full_mesh
+from tls_support import TLSClient, client_context, make_pki, node_directives
+
+FAKE_ID = b"f" * 40
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def tls_args(directives):
+    return [arg for name, value in directives.items() for arg in ("--set", "%s=%s" % (name, value))]
+
+
+def cli(pki, port, *args, cert="client"):
+    """redis-cli --tls against ``port``: (returncode, stdout).  ``cert``:
+    the client certificate of make_pki presented ("client", "intruder"),
+    or None."""
+    creds = ["--cert", getattr(pki, cert), "--key", getattr(pki, cert + "_key")] if cert else []
+    return redis_cli(port, "--tls", "--cacert", pki.ca, *creds, *args)
+
+
+def pong_over_tls(pki, port, cert="client"):
+    return cli(pki, port, "PING", cert=cert) == (0, b"PONG\n")
+
+
+def plain_gets_nothing(port):
+    """A plain RESP PING to a TLS port gets no reply: the bytes are not a
+    TLS handshake, and the connection closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"PING\r\n")
+        data = b""
+        try:
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except (ConnectionResetError, socket.timeout):
+            pass
+    return b"PONG" not in data and not data.startswith(b"+")
+
+
+def test_plain_and_tls_ports_side_by_side_and_tls_auth_clients(tmp_path, pki):
+    tls_port = free_port()
+    node = NodeProcess(tmp_path / "n", args=tls_args(node_directives(pki, **{"tls-port": tls_port}))).start()
+    try:
+        assert redis_cli(node.port, "PING") == (0, b"PONG\n")  # the plain port, as before
+        assert pong_over_tls(pki, tls_port)
+        # tls-auth-clients yes (the default): no certificate, or one of another CA, gets nothing
+        assert not pong_over_tls(pki, tls_port, cert=None)
+        assert not pong_over_tls(pki, tls_port, cert="intruder")
+        assert plain_gets_nothing(tls_port)
+        # the same through Python's ssl module, on one connection: commands work over TLS
+        c = TLSClient(tls_port, client_context(pki.ca, pki.client, pki.client_key))
+        job_id = c.call("ADDJOB", "q", "over tls", "0")
+        assert c.call("GETJOB", "NOHANG", "FROM", "q") == [[b"q", job_id, b"over tls"]]
+        c.close()
+        # CONFIG SET tls-auth-clients: new connections follow (reloaded, no restart)
+        assert call(node, "CONFIG", "SET", "tls-auth-clients", "no") == b"OK"
+        assert pong_over_tls(pki, tls_port, cert=None)
+        assert call(node, "CONFIG", "SET", "tls-auth-clients", "optional") == b"OK"
+        assert pong_over_tls(pki, tls_port, cert=None)
+        assert pong_over_tls(pki, tls_port)
+        assert not pong_over_tls(pki, tls_port, cert="intruder")  # if given, it must be valid
+    finally:
+        node.stop()
+
+
+def test_port_0_serves_tls_only(tmp_path, pki):
+    tls_port = free_port()
+    node = NodeProcess(tmp_path / "n", args=["--port", "0"] + tls_args(node_directives(pki, **{"tls-port": tls_port})))
+    node.start(wait=False)
+    try:
+        wait_for(lambda: node.proc.poll() is not None or "ready to accept connections" in node.log(),
+                 timeout=15, what="the node's start")
+        assert node.proc.poll() is None, node.log()
+        assert "ready to accept connections on port %d" % tls_port in node.log()
+        assert pong_over_tls(pki, tls_port)
+        assert plain_gets_nothing(tls_port)
+        c = TLSClient(tls_port, client_context(pki.ca, pki.client, pki.client_key))
+        assert c.call("CONFIG", "GET", "port") == [b"port", b"0"]
+        c.close()
+    finally:
+        node.stop()
+
+
+def test_a_config_without_a_certificate_is_refused_at_start_up(tmp_path, pki):
+    from support import run_twistd
+
+    rc, out = run_twistd(["--port", str(free_port()), "--set", "tls-port=%d" % free_port(),
+                          "--set", "tls-ca-cert-file=" + pki.ca], tmp_path)
+    assert rc != 0 and "Traceback" not in out
+    assert "disque: tls-cert-file: TLS needs a certificate and its private key" in out
+
+
+def _bus_frame(header_port=1):
+    """A well-formed MEET from a node nobody knows (FAKE_ID), with its
+    length prefix."""
+    frame = wire.encode(messages.Header(FAKE_ID, b"127.0.0.1", header_port, 0), messages.Meet(()))
+    return struct.pack("!I", len(frame)) + frame
+
+
+def _what_the_bus_answers(port, wrap=None, seconds=1.5):
+    """Send _bus_frame to the bus at ``port`` (over ``wrap``'s TLS if
+    given); the bytes received until the bus closes or ``seconds`` of
+    silence (b"" for nothing; a TLS refusal is nothing too)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=seconds)
+    data = b""
+    try:
+        if wrap is not None:
+            sock = wrap.wrap_socket(sock)  # TLS 1.3: a refused client certificate shows on the first read
+        sock.sendall(_bus_frame())
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except (ssl.SSLError, ConnectionResetError, BrokenPipeError, socket.timeout):
+        pass
+    finally:
+        sock.close()
+    return data
+
+
+def _nodes_text(node):
+    return call(node, "CLUSTER", "NODES")
+
+
+def test_a_tls_cluster_replicates_and_a_bus_intruder_gets_nothing(tmp_path, pki):
+    tls_ports = [free_port() for _ in range(3)]
+    nodes = []
+    for i, tls_port in enumerate(tls_ports):
+        # node certificates of the same CA (two different ones); the plain port drives the test
+        cert = (pki.node, pki.node_key) if i % 2 == 0 else (pki.node2, pki.node2_key)
+        directives = node_directives(pki, **{"tls-port": tls_port, "tls-cluster": "yes",
+                                             "tls-cert-file": cert[0], "tls-key-file": cert[1]})
+        nodes.append(NodeProcess(tmp_path / ("n%d" % i), args=tls_args(directives)))
+    try:
+        for node in nodes:
+            node.start(wait=False)
+        for node in nodes:
+            node.wait_ready()
+        # peers are met at their TLS port: the one they advertise, the bus being at + 10000
+        for a, b_port in zip(nodes, tls_ports[1:]):
+            assert call(a, "CLUSTER", "MEET", "127.0.0.1", str(b_port)) == b"OK"
+        wait_full_mesh(nodes, timeout=20)
+        assert b"127.0.0.1:%d" % tls_ports[1] in _nodes_text(nodes[0])
+
+        rc, out = cli(pki, tls_ports[0], "ADDJOB", "tq", "secret body", "0", "REPLICATE", "3")
+        job_id = out.strip()
+        assert rc == 0 and job_id.startswith(b"D-"), out
+        for node in nodes:
+            wait_for(lambda node=node: show(node, job_id), what="the copy on every node")
+        # queued on node 0 only: node 1's GETJOB has it brought over the bus (NEEDJOBS, YOURJOBS)
+        c = TLSClient(tls_ports[1], client_context(pki.ca, pki.client, pki.client_key))
+        assert c.call("GETJOB", "TIMEOUT", "10000", "FROM", "tq") == [[b"tq", job_id, b"secret body"]]
+        c.close()
+        assert cli(pki, tls_ports[2], "ACKJOB", job_id) == (0, b"1\n")
+        for node in nodes:
+            wait_for(lambda node=node: show(node, job_id) is None, what="the job acknowledged everywhere")
+
+        # Intruders on node 0's bus: plain TCP, TLS without a certificate,
+        # TLS with a certificate of another CA.  None gets a byte back.
+        bus = tls_ports[0] + 10000
+        trust_nothing = client_context()  # intruders do not check the node either
+        assert _what_the_bus_answers(bus) == b""
+        assert _what_the_bus_answers(bus, trust_nothing) == b""
+        assert _what_the_bus_answers(bus, client_context(None, pki.intruder, pki.intruder_key)) == b""
+        assert FAKE_ID not in _nodes_text(nodes[0])
+        assert all(node.proc.poll() is None for node in nodes)
+        # The control: the same frame from a holder of the CA's certificate
+        # is a MEET the node answers (a PONG) and learns from.
+        answer = _what_the_bus_answers(bus, client_context(None, pki.node2, pki.node2_key))
+        header, msg = wire.decode(answer[4:4 + struct.unpack("!I", answer[:4])[0]])
+        assert isinstance(msg, messages.Pong)
+        assert FAKE_ID in _nodes_text(nodes[0])
+    finally:
+        for node in nodes:
+            node.stop()
