@@ -120,3 +120,56 @@ class TLSClient(Client):
     def __init__(self, port, context, host="127.0.0.1", timeout=10.0):
         super().__init__(port, host, timeout)
         self.sock = context.wrap_socket(self.sock, server_hostname=None)
+
+
+def handshake(server_context, cert=None, key=None, ca=None, protocol=None, ciphers=None, ciphersuites=None):
+    """A TLS handshake in memory between a node's OpenSSL context (the
+    server) and a pyOpenSSL client presenting ``cert``/``key``, trusting
+    ``ca``, limited to ``protocol`` (an OpenSSL.SSL.TLS1_*_VERSION) and
+    ``ciphers``/``ciphersuites``.  None if both ends complete it, else
+    which end refused ("client" or "server") and OpenSSL's words."""
+    from OpenSSL import SSL
+
+    ctx = SSL.Context(SSL.TLS_METHOD)
+    if ca:
+        ctx.load_verify_locations(ca.encode())
+        ctx.set_verify(SSL.VERIFY_PEER, lambda conn, x509, errno, depth, ok: bool(ok))
+    if cert:
+        ctx.use_certificate_file(cert.encode())
+        ctx.use_privatekey_file(key.encode())
+    if protocol:
+        ctx.set_min_proto_version(protocol)
+        ctx.set_max_proto_version(protocol)
+    if ciphers:
+        ctx.set_cipher_list(ciphers.encode())
+    if ciphersuites:
+        ctx.set_tls13_ciphersuites(ciphersuites.encode())
+    server, client = SSL.Connection(server_context, None), SSL.Connection(ctx, None)
+    server.set_accept_state()
+    client.set_connect_state()
+    done = set()
+    for _ in range(10):
+        for name, me, peer in (("client", client, server), ("server", server, client)):
+            if name not in done:
+                try:
+                    me.do_handshake()
+                    done.add(name)
+                except SSL.WantReadError:
+                    pass
+                except SSL.Error as e:
+                    return name, str(e)
+            try:
+                peer.bio_write(me.bio_read(65536))
+            except SSL.WantReadError:
+                pass
+        if len(done) == 2:
+            break
+    # TLS 1.3: the server judges the client's certificate after the client
+    # is done; its verdict (an alert) reaches the client on its first read.
+    try:
+        client.recv(1)
+    except SSL.WantReadError:
+        return None if len(done) == 2 else ("both", "unfinished")
+    except SSL.Error as e:
+        return "client", str(e)
+    return None
