@@ -79,7 +79,7 @@ def _openssl():
     try:
         from OpenSSL import SSL
     except ImportError:
-        raise TLSError("tls-port: TLS needs pyOpenSSL and service_identity: pip install 'disque[tls]'") from None
+        raise TLSError("tls-port: TLS needs pyOpenSSL: pip install 'disque[tls]'") from None
     return SSL
 
 
