@@ -5,15 +5,18 @@ replicates and acknowledges jobs, while a bus intruder -- plain TCP, or TLS
 without a certificate of the cluster's CA -- gets no byte and is not
 learned.  Certificates: tls_support.make_pki, one throwaway CA per module."""
 
+import os
+import shutil
 import socket
 import ssl
 import struct
+import subprocess
 
 import pytest
 
 from disque.bus import wire
 from disque.core import messages
-from support import NodeProcess, call, free_port, redis_cli, show, wait_for, wait_full_mesh
+from support import ROOT, NodeProcess, call, free_port, redis_cli, show, wait_for, wait_full_mesh
 from tls_support import TLSClient, client_context, make_pki, node_directives
 
 FAKE_ID = b"f" * 40
@@ -194,3 +197,70 @@ def test_a_tls_cluster_replicates_and_a_bus_intruder_gets_nothing(tmp_path, pki)
     finally:
         for node in nodes:
             node.stop()
+
+
+def _doc_block(heading):
+    """The first ```sh block after ``heading`` in docs/security.md."""
+    import re
+
+    with open(os.path.join(ROOT, "docs", "security.md")) as f:
+        text = f.read()
+    return re.search(r"```sh\n(.*?)```", text[text.index(heading):], re.S).group(1)
+
+
+def test_the_tls_cluster_of_the_docs_runs(tmp_path):
+    """docs/security.md's openssl commands, run as written in a copy of
+    examples/tls/, make certificates the example configs' nodes (TLS only,
+    tls-cluster yes; on free ports here) start with, meet with, and
+    replicate a job with."""
+    assert shutil.which("openssl"), "openssl not installed (apt-get install openssl; .ci/run does it)"
+    here = tmp_path / "tls"
+    shutil.copytree(os.path.join(ROOT, "examples", "tls"), str(here))
+    made = subprocess.run(["sh", "-e", "-c", _doc_block("## Making a CA and certificates")], cwd=str(here),
+                          capture_output=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.count(b": OK") == 4  # openssl verify of the 3 node certificates and the client's
+    certs = make_pki_paths(str(here / "certs"))
+    ports = [free_port() for _ in range(3)]
+    nodes = [NodeProcess(here, port=port, config="node%d.conf" % (i + 1), args=["--port", "0", "--set",
+                                                                                "tls-port=%d" % port])
+             for i, port in enumerate(ports)]
+    context = client_context(certs.ca, certs.client, certs.client_key)
+
+    def tls_call(port, *args):
+        c = TLSClient(port, context)
+        try:
+            return c.call(*args)
+        finally:
+            c.close()
+
+    def reachable(port):
+        text = tls_call(port, "CLUSTER", "INFO").decode()
+        return "cluster_reachable_nodes:2" in text
+
+    try:
+        for node in nodes:
+            node.start(wait=False)
+        for node, port in zip(nodes, ports):
+            wait_for(lambda: node.proc.poll() is not None or "ready to accept" in node.log(), timeout=15,
+                     what="the node's start")
+            assert node.proc.poll() is None, node.log()
+        for port in ports[1:]:
+            assert tls_call(ports[0], "CLUSTER", "MEET", "127.0.0.1", str(port)) == b"OK"
+        for port in ports:
+            wait_for(lambda port=port: reachable(port), timeout=20, what="a full mesh over the TLS bus")
+        rc, out = redis_cli(ports[0], "--tls", "--cacert", certs.ca, "--cert", certs.client, "--key",
+                            certs.client_key, "ADDJOB", "q", "hello", "0", "REPLICATE", "3")
+        assert rc == 0 and out.startswith(b"D-"), out
+        assert tls_call(ports[1], "GETJOB", "TIMEOUT", "10000", "FROM", "q") == [[b"q", out.strip(), b"hello"]]
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def make_pki_paths(directory):
+    """The files of the docs' recipe, named as tls_support.PKI names them."""
+    from types import SimpleNamespace
+
+    join = lambda name: os.path.join(directory, name)  # noqa: E731
+    return SimpleNamespace(ca=join("ca.crt"), client=join("client.crt"), client_key=join("client.key"))
