@@ -100,8 +100,12 @@ def test_tls_cluster_advertises_the_tls_port_and_puts_the_bus_and_links_under_tl
         assert (host, port) == ("127.0.0.1", 17712)
         factory = link_factory(reactor)
         assert isinstance(factory, TLSMemoryBIOFactory)
-        creator = factory._creatorCallable  # the connections use the bus-client context, current when made
-        assert SSL.Connection.get_context(creator(factory.buildProtocol(None))) is service.tls.current["bus-client"]
+        # the links' connections use the bus-client context current when each is made
+        connection = service.connector.tls.clientConnectionForTLS(None)
+        assert connection.get_context() is service.tls.current["bus-client"]
+        service.tls.reload()
+        assert service.connector.tls.clientConnectionForTLS(None).get_context() is service.tls.current["bus-client"]
+        assert connection.get_context() is not service.tls.current["bus-client"]
     finally:
         service.stopService()
 
