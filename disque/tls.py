@@ -97,8 +97,8 @@ def _readable(name, path):
         raise TLSError("%s: can't read %s: %s" % (name, path, e.strerror or e)) from None
 
 
-def _ssl_text(error):
-    """The reasons of an OpenSSL.SSL.Error, joined."""
+def error_text(error):
+    """The reasons of an OpenSSL.SSL.Error, joined (the text of anything else)."""
     parts = []
     for item in (error.args[0] if error.args and isinstance(error.args[0], list) else []):
         parts.append(str(item[-1]) if isinstance(item, tuple) else str(item))
@@ -126,14 +126,14 @@ def make_context(config, verify):
     try:
         ctx.use_certificate_chain_file(cert.encode())
     except SSL.Error as e:
-        raise TLSError("tls-cert-file: %s is not a PEM certificate: %s" % (cert, _ssl_text(e))) from None
+        raise TLSError("tls-cert-file: %s is not a PEM certificate: %s" % (cert, error_text(e))) from None
     mismatch = "tls-key-file: %s is not the key of the certificate in %s (tls-cert-file)" % (key, cert)
     try:
         ctx.use_privatekey_file(key.encode())
     except SSL.Error as e:
-        if "mismatch" in _ssl_text(e):  # OpenSSL 3 compares them here
+        if "mismatch" in error_text(e):  # OpenSSL 3 compares them here
             raise TLSError(mismatch) from None
-        raise TLSError("tls-key-file: %s is not a PEM private key: %s" % (key, _ssl_text(e))) from None
+        raise TLSError("tls-key-file: %s is not a PEM private key: %s" % (key, error_text(e))) from None
     try:
         ctx.check_privatekey()
     except SSL.Error:
@@ -148,7 +148,7 @@ def make_context(config, verify):
             ctx.load_verify_locations(ca_file.encode() if ca_file else None, ca_dir.encode() if ca_dir else None)
         except SSL.Error as e:
             name = "tls-ca-cert-file" if ca_file else "tls-ca-cert-dir"
-            raise TLSError("%s: %s holds no PEM certificate: %s" % (name, ca_file or ca_dir, _ssl_text(e))) from None
+            raise TLSError("%s: %s holds no PEM certificate: %s" % (name, ca_file or ca_dir, error_text(e))) from None
     if verify == "yes":
         ctx.set_verify(SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT, _accept)
     elif verify == "optional":
@@ -160,14 +160,14 @@ def make_context(config, verify):
         try:
             ctx.set_cipher_list(config["tls-ciphers"].encode())
         except SSL.Error as e:
-            raise TLSError("tls-ciphers: %r: %s" % (config["tls-ciphers"], _ssl_text(e))) from None
+            raise TLSError("tls-ciphers: %r: %s" % (config["tls-ciphers"], error_text(e))) from None
     if config["tls-ciphersuites"]:
         if not hasattr(ctx, "set_tls13_ciphersuites"):
             raise TLSError("tls-ciphersuites: this pyOpenSSL cannot set TLSv1.3 ciphersuites")
         try:
             ctx.set_tls13_ciphersuites(config["tls-ciphersuites"].encode())
         except SSL.Error as e:
-            raise TLSError("tls-ciphersuites: %r: %s" % (config["tls-ciphersuites"], _ssl_text(e))) from None
+            raise TLSError("tls-ciphersuites: %r: %s" % (config["tls-ciphersuites"], error_text(e))) from None
     return ctx
 
 

@@ -11,6 +11,7 @@ import socket
 import ssl
 import struct
 import subprocess
+import time
 
 import pytest
 
@@ -197,6 +198,36 @@ def test_a_tls_cluster_replicates_and_a_bus_intruder_gets_nothing(tmp_path, pki)
     finally:
         for node in nodes:
             node.stop()
+
+
+def test_a_node_of_another_ca_never_joins_and_its_link_is_not_up(tmp_path, pki):
+    """A node with tls-cluster yes but a certificate of another CA: a MEET
+    to it leaves it in handshake; the link never counts as up (no "is
+    back" / "lost" line per retry, one warning), and it learns nothing
+    either (the MEET it would answer needs the handshake)."""
+    ports = [free_port(), free_port()]
+    member = NodeProcess(tmp_path / "member", args=tls_args(node_directives(
+        pki, **{"tls-port": ports[0], "tls-cluster": "yes"})))
+    stranger = NodeProcess(tmp_path / "stranger", args=tls_args({
+        "tls-port": ports[1], "tls-cluster": "yes", "tls-cert-file": pki.intruder, "tls-key-file": pki.intruder_key,
+        "tls-ca-cert-file": pki.other_ca}))
+    try:
+        member.start(wait=False)
+        stranger.start()
+        member.wait_ready()
+        assert call(member, "CLUSTER", "MEET", "127.0.0.1", str(ports[1])) == b"OK"
+        assert call(stranger, "CLUSTER", "MEET", "127.0.0.1", str(ports[0])) == b"OK"
+        for node in (member, stranger):
+            wait_for(lambda node=node: "no TLS handshake" in node.log(), timeout=10, what="the warning")
+        time.sleep(2.5)  # a few more reconnection attempts (backoff up to 1 s): still one line
+        for node in (member, stranger):
+            peers = [line for line in _nodes_text(node).splitlines() if b"myself" not in line]
+            assert len(peers) == 1 and b" handshake " in peers[0] and peers[0].endswith(b" disconnected"), peers
+            assert node.log().count("no TLS handshake") == 1, node.log()
+            assert "is back after" not in node.log() and "lost, reconnecting" not in node.log()
+    finally:
+        member.stop()
+        stranger.stop()
 
 
 def _doc_block(heading):
