@@ -70,7 +70,13 @@ def check(config):
             and not (config["tls-ca-cert-file"] or config["tls-ca-cert-dir"]):
         raise TLSError("tls-ca-cert-file: either tls-ca-cert-file or tls-ca-cert-dir must be set when "
                        "tls-cluster or tls-auth-clients is enabled")
-    if config["port"] and config["port"] == config["tls-port"]:
+    if config["tls-cluster"]:
+        for name, strings in (("cluster-listen", config["cluster-listen"]), ("cluster-connect",
+                                                                            [config["cluster-connect"]])):
+            if any(s.split(":", 1)[0].lower() in ("ssl", "tls") for s in strings):
+                raise TLSError("%s: with tls-cluster yes it names the transport under TLS (tcp:, unix:...), "
+                               "not a TLS endpoint" % name)
+    if config["port"] and config["port"] == config["tls-port"] and not config["listen"]:
         raise TLSError("tls-port: %d is the plain port too: give TLS its own port, or set port 0 for TLS "
                        "only" % config["port"])
 

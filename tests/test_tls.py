@@ -174,6 +174,11 @@ def test_start_up_refuses_tls_without_what_it_needs(tmp_path, pki):
     assert _refusal(tmp_path, {**node_directives(pki), "tls-cluster": "yes"}).startswith(
         "tls-cluster: the TLS cluster bus needs tls-port")
     assert _refusal(tmp_path, dict(full, **{"tls-port": "7711"})).startswith("tls-port: 7711 is the plain port too")
+    cluster = dict(full, **{"tls-cluster": "yes"})
+    assert _refusal(tmp_path, dict(cluster, **{"cluster-connect": "ssl:caCertsDir=/etc/ssl/certs"})).startswith(
+        "cluster-connect: with tls-cluster yes it names the transport under TLS")
+    assert _refusal(tmp_path, dict(cluster, **{"cluster-listen": "tcp:17712 ssl:17713:privateKey=k"})).startswith(
+        "cluster-listen: with tls-cluster yes")
     missing = str(tmp_path / "nope.crt")
     assert _refusal(tmp_path, dict(full, **{"tls-cert-file": missing})) == \
         "tls-cert-file: can't read %s: No such file or directory" % missing
@@ -239,5 +244,19 @@ def test_tls_directives_without_tls_port_are_kept_and_unused(tmp_path, pki):
         assert service.tls is None
         assert [kind for _, _, kind, _ in listeners(reactor)] == ["plain", "plain"]
         assert command(service, b"CONFIG SET tls-cert-file /nonexistent.crt") == b"+OK\r\n"  # nothing to reload
+    finally:
+        service.stopService()
+
+
+def test_tls_cluster_wraps_configured_bus_endpoints_too(tmp_path, pki):
+    """cluster-listen and cluster-connect name the transport under the TLS."""
+    service, reactor = build(tmp_path, **node_directives(pki, **{
+        "tls-port": "7712", "tls-cluster": "yes", "cluster-listen": "tcp:17950:interface=127.0.0.4",
+        "cluster-connect": "tcp:timeout=9"}))
+    service.startService()
+    try:
+        assert listeners(reactor)[-1] == (17950, "127.0.0.4", "tls", "bus")
+        assert meet_a_peer(service, reactor) == ("127.0.0.1", 17712, 9, None)
+        assert isinstance(link_factory(reactor), TLSMemoryBIOFactory)
     finally:
         service.stopService()
