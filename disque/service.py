@@ -555,10 +555,12 @@ class DisqueNodeService(MultiService):
                      "peers will not reach this node's bus", bus=port + BUS_PORT_OFFSET, port=port)
         super().startService()
         self._forget.append(self.config.on_change("hz", self._set_hz))
+        where = "port %d" % port if port is not None else ", ".join(l.description for l in self.listeners)
+        tls_port = self.config["tls-port"]
+        if tls_port:
+            where += " (TLS)" if tls_port == port else ", TLS port %d" % tls_port
         log.info("Disque {version} node {id} ready to accept connections on {where}",
-                 version=DISQUE_VERSION, id=runtime.node.my_id.decode(),
-                 where="port %d" % self.listening_port if self.listening_port is not None
-                 else ", ".join(listener.description for listener in self.listeners))
+                 version=DISQUE_VERSION, id=runtime.node.my_id.decode(), where=where)
 
     def _cron_tick(self):
         """The periodic work, ``hz`` times a second (see _set_hz)."""

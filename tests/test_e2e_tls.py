@@ -66,6 +66,7 @@ def test_plain_and_tls_ports_side_by_side_and_tls_auth_clients(tmp_path, pki):
     node = NodeProcess(tmp_path / "n", args=tls_args(node_directives(pki, **{"tls-port": tls_port}))).start()
     try:
         assert redis_cli(node.port, "PING") == (0, b"PONG\n")  # the plain port, as before
+        assert "ready to accept connections on port %d, TLS port %d" % (node.port, tls_port) in node.log()
         assert pong_over_tls(pki, tls_port)
         # tls-auth-clients yes (the default): no certificate, or one of another CA, gets nothing
         assert not pong_over_tls(pki, tls_port, cert=None)
@@ -95,7 +96,7 @@ def test_port_0_serves_tls_only(tmp_path, pki):
         wait_for(lambda: node.proc.poll() is not None or "ready to accept connections" in node.log(),
                  timeout=15, what="the node's start")
         assert node.proc.poll() is None, node.log()
-        assert "ready to accept connections on port %d" % tls_port in node.log()
+        assert "ready to accept connections on port %d (TLS)" % tls_port in node.log()
         assert pong_over_tls(pki, tls_port)
         assert plain_gets_nothing(tls_port)
         c = TLSClient(tls_port, client_context(pki.ca, pki.client, pki.client_key))
