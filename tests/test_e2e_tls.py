@@ -63,7 +63,9 @@ def plain_gets_nothing(port):
 
 def test_plain_and_tls_ports_side_by_side_and_tls_auth_clients(tmp_path, pki):
     tls_port = free_port()
-    node = NodeProcess(tmp_path / "n", args=tls_args(node_directives(pki, **{"tls-port": tls_port}))).start()
+    # tcp-keepalive: the TCP options reach the socket under the TLS
+    node = NodeProcess(tmp_path / "n", args=tls_args(node_directives(pki, **{"tls-port": tls_port,
+                                                                             "tcp-keepalive": 60}))).start()
     try:
         assert redis_cli(node.port, "PING") == (0, b"PONG\n")  # the plain port, as before
         assert "ready to accept connections on port %d, TLS port %d" % (node.port, tls_port) in node.log()
