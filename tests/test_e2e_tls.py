@@ -78,6 +78,9 @@ def test_plain_and_tls_ports_side_by_side_and_tls_auth_clients(tmp_path, pki):
         c = TLSClient(tls_port, client_context(pki.ca, pki.client, pki.client_key))
         job_id = c.call("ADDJOB", "q", "over tls", "0")
         assert c.call("GETJOB", "NOHANG", "FROM", "q") == [[b"q", job_id, b"over tls"]]
+        big = bytes(range(256)) * 8192  # 2 MB: replies larger than a TLS record and a socket buffer
+        job_id = c.call("ADDJOB", "q", big, "0")
+        assert c.call("GETJOB", "NOHANG", "FROM", "q") == [[b"q", job_id, big]]
         c.close()
         # CONFIG SET tls-auth-clients: new connections follow (reloaded, no restart)
         assert call(node, "CONFIG", "SET", "tls-auth-clients", "no") == b"OK"

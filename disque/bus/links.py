@@ -78,6 +78,8 @@ class _TLSLinkProtocol(BusProtocol):
             self.on_connect = on_connect
 
     def handshakeCompleted(self):
+        if self.handshake_done:  # once: a renegotiation is not a new link
+            return
         self.handshake_done = True
         self.link.tls_failing = False
         if self.on_connect is not None and not self.closed:
