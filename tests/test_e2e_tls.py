@@ -93,6 +93,38 @@ def test_plain_and_tls_ports_side_by_side_and_tls_auth_clients(tmp_path, pki):
         node.stop()
 
 
+def test_renewed_certificates_serve_new_connections_without_a_restart(tmp_path, pki):
+    cert, key = str(tmp_path / "live.crt"), str(tmp_path / "live.key")
+    shutil.copy(pki.node, cert)
+    shutil.copy(pki.node_key, key)
+    tls_port = free_port()
+    node = NodeProcess(tmp_path / "n", args=tls_args(node_directives(
+        pki, **{"tls-port": tls_port, "tls-cert-file": cert, "tls-key-file": key}))).start()
+    context = client_context(pki.ca, pki.client, pki.client_key)
+
+    def served_by():
+        c = TLSClient(tls_port, context)
+        try:
+            return dict(field[0] for field in c.sock.getpeercert()["subject"])["commonName"], c
+        except BaseException:
+            c.close()
+            raise
+
+    try:
+        name, before = served_by()
+        assert name == "disque node"
+        shutil.copy(pki.node2, cert)  # renewed in place, certificate and key together
+        shutil.copy(pki.node2_key, key)
+        assert call(node, "CONFIG", "SET", "tls-cert-file", cert) == b"OK"
+        name, after = served_by()
+        assert name == "disque node2"
+        assert before.call("PING") == b"PONG" and after.call("PING") == b"PONG"  # the open one goes on
+        before.close()
+        after.close()
+    finally:
+        node.stop()
+
+
 def test_port_0_serves_tls_only(tmp_path, pki):
     tls_port = free_port()
     node = NodeProcess(tmp_path / "n", args=["--port", "0"] + tls_args(node_directives(pki, **{"tls-port": tls_port})))
