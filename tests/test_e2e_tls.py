@@ -44,6 +44,14 @@ def pong_over_tls(pki, port, cert="client"):
     return cli(pki, port, "PING", cert=cert) == (0, b"PONG\n")
 
 
+def wait_started(node):
+    """Wait for a node started with start(wait=False) and no plain port
+    (NodeProcess.wait_ready PINGs the plain one): its start-up line."""
+    wait_for(lambda: node.proc.poll() is not None or "ready to accept connections" in node.log(), timeout=15,
+             what="the node's start")
+    assert node.proc.poll() is None, node.log()
+
+
 def plain_gets_nothing(port):
     """A plain RESP PING to a TLS port gets no reply: the bytes are not a
     TLS handshake, and the connection closes."""
@@ -130,9 +138,7 @@ def test_port_0_serves_tls_only(tmp_path, pki):
     node = NodeProcess(tmp_path / "n", args=["--port", "0"] + tls_args(node_directives(pki, **{"tls-port": tls_port})))
     node.start(wait=False)
     try:
-        wait_for(lambda: node.proc.poll() is not None or "ready to accept connections" in node.log(),
-                 timeout=15, what="the node's start")
-        assert node.proc.poll() is None, node.log()
+        wait_started(node)
         assert "ready to accept connections on port %d (TLS)" % tls_port in node.log()
         assert pong_over_tls(pki, tls_port)
         assert plain_gets_nothing(tls_port)
@@ -289,7 +295,7 @@ def test_the_tls_cluster_of_the_docs_runs(tmp_path):
                           capture_output=True, timeout=60)
     assert made.returncode == 0, made.stderr
     assert made.stdout.count(b": OK") == 4  # openssl verify of the 3 node certificates and the client's
-    certs = make_pki_paths(str(here / "certs"))
+    certs = _doc_certs(str(here / "certs"))
     ports = [free_port() for _ in range(3)]
     nodes = [NodeProcess(here, port=port, config="node%d.conf" % (i + 1), args=["--port", "0", "--set",
                                                                                 "tls-port=%d" % port])
@@ -304,16 +310,13 @@ def test_the_tls_cluster_of_the_docs_runs(tmp_path):
             c.close()
 
     def reachable(port):
-        text = tls_call(port, "CLUSTER", "INFO").decode()
-        return "cluster_reachable_nodes:2" in text
+        return "cluster_reachable_nodes:2" in tls_call(port, "CLUSTER", "INFO").decode()
 
     try:
         for node in nodes:
             node.start(wait=False)
-        for node, port in zip(nodes, ports):
-            wait_for(lambda: node.proc.poll() is not None or "ready to accept" in node.log(), timeout=15,
-                     what="the node's start")
-            assert node.proc.poll() is None, node.log()
+        for node in nodes:
+            wait_started(node)
         for port in ports[1:]:
             assert tls_call(ports[0], "CLUSTER", "MEET", "127.0.0.1", str(port)) == b"OK"
         for port in ports:
@@ -327,7 +330,7 @@ def test_the_tls_cluster_of_the_docs_runs(tmp_path):
             node.stop()
 
 
-def make_pki_paths(directory):
+def _doc_certs(directory):
     """The files of the docs' recipe, named as tls_support.PKI names them."""
     from types import SimpleNamespace
 
