@@ -260,3 +260,32 @@ def test_tls_cluster_wraps_configured_bus_endpoints_too(tmp_path, pki):
         assert isinstance(link_factory(reactor), TLSMemoryBIOFactory)
     finally:
         service.stopService()
+
+
+def test_a_tls_link_is_up_when_its_handshake_is_done_not_when_tcp_connects(tmp_path, pki):
+    from twisted.internet.testing import StringTransport
+    from twisted.python.failure import Failure
+
+    from disque.bus.links import _LinkFactory
+    from test_directives import captured_log, texts
+
+    service, reactor = build(tmp_path, **node_directives(pki, **{"tls-port": "7712", "tls-cluster": "yes"}))
+    service.startService()
+    try:
+        meet_a_peer(service, reactor)
+        (link,) = service.runtime.links.by_id.values()
+        link_protocols = _LinkFactory(link)  # the link's own factory (ClientService wraps it, then TLS)
+        with captured_log() as events:
+            for _ in range(2):  # two attempts refused by the peer's certificate: one warning
+                proto = link_protocols.buildProtocol(None)
+                proto.makeConnection(StringTransport())
+                assert link.protocol is None  # TCP is up, the link is not
+                proto.connectionLost(Failure(ConnectionError("certificate verify failed")))
+        assert [t for t in texts(events) if "TLS" in t] == [
+            "Bus link to %s: no TLS handshake (certificate verify failed), retrying" % link.describe()]
+        proto = link_protocols.buildProtocol(None)
+        proto.makeConnection(StringTransport())
+        proto.handshakeCompleted()
+        assert link.protocol is proto and not link.tls_failing
+    finally:
+        service.stopService()
