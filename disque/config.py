@@ -362,6 +362,23 @@ def _set_keepalive(spec, text, cur):
     return (cur or 300) if on else 0
 
 
+#: tls-protocols words (case-insensitive), oldest first; "" means the default.
+TLS_PROTOCOLS = ("tlsv1", "tlsv1.1", "tlsv1.2", "tlsv1.3")
+TLS_DEFAULT_PROTOCOLS = "TLSv1.2 TLSv1.3"
+
+
+def tls_protocol_range(text):
+    """``(lowest, highest)``: indexes in TLS_PROTOCOLS of the versions
+    ``tls-protocols`` names (as Redis: case-insensitive, space separated).
+    They must be consecutive: OpenSSL takes a minimum and a maximum."""
+    words = [w.lower() for w in (text or TLS_DEFAULT_PROTOCOLS).split()]
+    unknown = [w for w in words if w not in TLS_PROTOCOLS]
+    _need(words and not unknown, "versions are TLSv1, TLSv1.1, TLSv1.2 and TLSv1.3")
+    indexes = sorted({TLS_PROTOCOLS.index(w) for w in words})
+    _need(indexes == list(range(indexes[0], indexes[-1] + 1)), "the versions must be consecutive")
+    return indexes[0], indexes[-1]
+
+
 _GC_FREEZE = hasattr(gc, "freeze")  # CPython's (disque/heap.py); PyPy has none
 _TCP_ONLY = "this node listens on TCP only"
 _S = Spec
@@ -425,6 +442,19 @@ SPECS = (
     _S("output-flush", "enum", "read", True, original=False, choices=("read", "turn")),
     _S("cluster-password", "str", "", True, original=False, nullable=True,
        check=lambda t: _need(len(_enc(t)) <= 512, "must be at most 512 bytes long")),
+    # TLS (disque/tls.py, docs/security.md), in Redis' words; CONFIG SET of
+    # the settable ones reloads the certificates for new connections.
+    _S("tls-port", "int", 0, original=False, lo=0, hi=65535),
+    _S("tls-cert-file", "str", "", True, original=False, nullable=True),
+    _S("tls-key-file", "str", "", True, original=False, nullable=True),
+    _S("tls-ca-cert-file", "str", "", True, original=False, nullable=True),
+    _S("tls-ca-cert-dir", "str", "", True, original=False, nullable=True),
+    _S("tls-auth-clients", "enum", "yes", True, original=False, choices=("yes", "no", "optional")),
+    _S("tls-cluster", "bool", False, original=False),
+    _S("tls-protocols", "str", "", True, original=False, nullable=True,
+       check=lambda t: tls_protocol_range(t) and True),
+    _S("tls-ciphers", "str", "", True, original=False, nullable=True),
+    _S("tls-ciphersuites", "str", "", True, original=False, nullable=True),
     _S("syslog-enabled", "bool", False, get=False),
     _S("syslog-ident", "str", "disque", get=False),
     _S("appendfilename", "str", "disque.aof", get=False,

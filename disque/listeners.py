@@ -24,6 +24,14 @@ exactly as the original listens (so ``--port``/``--bind`` keep working):
 Endpoint strings are Twisted's plugin seam for transports: TLS, Unix
 sockets or a transport a third party writes need no code in the node.  A
 string that does not parse stops start-up with :class:`EndpointError`.
+
+TLS from the ``tls-*`` directives (:mod:`disque.tls`) goes over these
+endpoints: ``tls-port`` adds TLS client listeners on every ``bind``
+address (:func:`tls_descriptions`), beside the plain ones, or alone when
+``port`` is 0 (then 0 means "no plain port", as in Redis, not "a free
+port"); ``tls-cluster yes`` wraps the bus listeners and every link's
+endpoint in mutual TLS, and puts the TLS client listeners first, so the
+node advertises its TLS port and its bus is at ``tls-port`` + 10000.
 """
 
 import ipaddress
@@ -58,11 +66,24 @@ def _tcp(port, address):
 
 def client_descriptions(config):
     """The ``listen`` endpoint strings: configured, or derived from ``port``,
-    ``bind`` and ``tcp-backlog``."""
+    ``bind`` and ``tcp-backlog`` (none for ``port 0`` with a ``tls-port``:
+    TLS only)."""
     if config["listen"]:
         return config["listen"]
+    if config["port"] == 0 and config["tls-port"]:
+        return []
+    return _derived(config, config["port"])
+
+
+def tls_descriptions(config):
+    """The endpoint strings under the TLS client listeners: ``tls-port`` on
+    every ``bind`` address (none when ``tls-port`` is 0)."""
+    return _derived(config, config["tls-port"]) if config["tls-port"] else []
+
+
+def _derived(config, port):
     backlog = config["tcp-backlog"]
-    return ["%s:backlog=%d" % (_tcp(config["port"], host), backlog) for host in config["bind"] or ["0.0.0.0"]]
+    return ["%s:backlog=%d" % (_tcp(port, host), backlog) for host in config["bind"] or ["0.0.0.0"]]
 
 
 def bus_descriptions(config, client_port):
@@ -70,9 +91,7 @@ def bus_descriptions(config, client_port):
     the advertised client port and ``bind``."""
     if config["cluster-listen"]:
         return config["cluster-listen"]
-    backlog = config["tcp-backlog"]
-    return ["%s:backlog=%d" % (_tcp(client_port + BUS_PORT_OFFSET, host), backlog)
-            for host in config["bind"] or ["0.0.0.0"]]
+    return _derived(config, client_port + BUS_PORT_OFFSET)
 
 
 def server_endpoint(reactor, directive, description):
@@ -138,10 +157,13 @@ def listening_port(listener):
 
 class BusConnector:
     """Builds the client endpoint of a link to a peer's bus from
-    ``cluster-connect`` (see the module docstring)."""
+    ``cluster-connect`` (see the module docstring); with ``tls`` (an
+    ``IOpenSSLClientConnectionCreator``: ``tls-cluster yes``) the link
+    speaks TLS over it."""
 
-    def __init__(self, reactor, config):
+    def __init__(self, reactor, config, tls=None):
         self.reactor = reactor
+        self.tls = tls
         self.template = config["cluster-connect"]
         binds = config["bind"] or []
         self.bind_host = binds[0] if binds else None
@@ -171,6 +193,11 @@ class BusConnector:
         """An ``IStreamClientEndpoint`` to the bus at ``host``:``port``."""
         description = self.description(host, port)
         try:
-            return clientFromString(self.reactor, description)
+            endpoint = clientFromString(self.reactor, description)
         except (ValueError, TypeError, KeyError, OSError, ImportError) as e:
             raise _explain("cluster-connect", self.template or description, e) from None
+        if self.tls is not None:
+            from .tls import wrap_client
+
+            endpoint = wrap_client(self.tls, endpoint)
+        return endpoint

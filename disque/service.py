@@ -40,9 +40,10 @@ from .heap import heap_freezer
 from .idle import IdleClients
 from .interfaces import IFederationPolicyFactory, INodeRuntime, IPersistenceFactory
 from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptions, client_descriptions,
-                        listening_port, server_endpoint)
+                        listening_port, server_endpoint, tls_descriptions)
 from .logs import logger, node_log
 from .plugins import make_strategy
+from .tls import RELOADABLE, TLSContexts, TLSError, TLSServerEndpoint, enabled as tls_enabled
 from .resp.protocol import RespFactory
 from .watchdog import Watchdog
 
@@ -444,8 +445,14 @@ class DisqueNodeService(MultiService):
         self.persistence = make_strategy(IPersistenceFactory, config["persistence"], config)
         self.persistence.reactor = reactor  # everysec fsyncs and incremental rewrites
         federation = make_strategy(IFederationPolicyFactory, config["federation-policy"], config)
-        self.connector = BusConnector(reactor, config)
+        self.tls = TLSContexts(config) if tls_enabled(config) else None  # reads the files: TLSError
+        tls_cluster = config["tls-cluster"]
+        self.connector = BusConnector(reactor, config, self.tls.client() if tls_cluster else None)
         client_endpoints = [(server_endpoint(reactor, "listen", d), d) for d in client_descriptions(config)]
+        tls_endpoints = [(TLSServerEndpoint(server_endpoint(reactor, "tls-port", d), self.tls.server("clients")),
+                          d + " (TLS)") for d in tls_descriptions(config)]
+        # The first client listener's port is the one the node advertises.
+        client_endpoints = tls_endpoints + client_endpoints if tls_cluster else client_endpoints + tls_endpoints
         bus_endpoints = [(server_endpoint(reactor, "cluster-listen", d), d) for d in config["cluster-listen"]]
         nodes_path = os.path.join(config["dir"], config["cluster-config-file"])
         saved = load_nodes_file(nodes_path) if node_id is None else None
@@ -462,6 +469,9 @@ class DisqueNodeService(MultiService):
             log.info("DB loaded from append only file: {n} jobs", n=len(runtime.node.jobs))
         runtime.node.federation.policy = federation
         self._forget.append(config.on_change("appendonly", self._set_appendonly))
+        if self.tls is not None:
+            for name in RELOADABLE:
+                self._forget.append(config.on_change(name, self._tls_reloader()))
 
         clients = RespFactory(runtime)
         self.listeners = [Listener(endpoint, clients, d) for endpoint, d in client_endpoints]
@@ -469,6 +479,9 @@ class DisqueNodeService(MultiService):
         if not bus_endpoints:  # derived: beside the client port, known once it listens
             bus_endpoints = [(DeferredEndpoint(reactor, "cluster-listen", lambda i=i: self._bus_description(i)),
                               "tcp:<client port + 10000>") for i in range(len(bus_descriptions(config, 0)))]
+        if tls_cluster:  # mutual TLS: no byte of a peer without the CA's certificate reaches BusProtocol
+            bus_endpoints = [(TLSServerEndpoint(endpoint, self.tls.server("bus-server")), d + " (TLS)")
+                             for endpoint, d in bus_endpoints]
         self.bus_listeners = [Listener(endpoint, bus, d) for endpoint, d in bus_endpoints]
         for listener in self.listeners + self.bus_listeners:
             listener.setServiceParent(self)
@@ -486,6 +499,24 @@ class DisqueNodeService(MultiService):
             raise ValueError("the cluster bus listens on the client port + 10000, and no client listener "
                              "has a port: set cluster-listen")
         return bus_descriptions(self.config, self.listening_port)[index]
+
+    def _tls_reloader(self):
+        """An applier that rebuilds the TLS contexts at CONFIG SET (not at
+        registration: they were just built).  A set that leaves them
+        unusable (a missing file, a key of another certificate) is refused
+        and the old ones stay."""
+        registered = []
+
+        def reload(value):
+            if not registered:
+                registered.append(True)
+                return
+            try:
+                self.tls.reload()
+            except TLSError as e:
+                raise ConfigSetError(b"Unable to update TLS configuration: " + str(e).encode()) from None
+            log.info("TLS certificates reloaded: new connections use them")
+        return reload
 
     def _set_appendonly(self, enabled):
         node = self.runtime.node
@@ -544,10 +575,12 @@ class DisqueNodeService(MultiService):
                      "peers will not reach this node's bus", bus=port + BUS_PORT_OFFSET, port=port)
         super().startService()
         self._forget.append(self.config.on_change("hz", self._set_hz))
+        where = "port %d" % port if port is not None else ", ".join(l.description for l in self.listeners)
+        tls_port = self.config["tls-port"]
+        if tls_port:
+            where += " (TLS)" if tls_port == port else ", TLS port %d" % tls_port
         log.info("Disque {version} node {id} ready to accept connections on {where}",
-                 version=DISQUE_VERSION, id=runtime.node.my_id.decode(),
-                 where="port %d" % self.listening_port if self.listening_port is not None
-                 else ", ".join(listener.description for listener in self.listeners))
+                 version=DISQUE_VERSION, id=runtime.node.my_id.decode(), where=where)
 
     def _cron_tick(self):
         """The periodic work, ``hz`` times a second (see _set_hz)."""

@@ -93,9 +93,12 @@ def makeService(options, reactor=None):
     from .listeners import EndpointError
     from .plugins import StrategyError
     from .service import DisqueNodeService, NodeFileError
+    from .tls import TLSError
 
     if options.config["port"] + 10000 > 65535:
         _fail("port %d leaves no room for the cluster bus (port + 10000)" % options.config["port"])
+    if options.config["tls-cluster"] and options.config["tls-port"] + 10000 > 65535:
+        _fail("tls-port %d leaves no room for the TLS cluster bus (tls-port + 10000)" % options.config["tls-port"])
     if reactor is None:  # the process is ours: the lean reactor (disque.reactor)
         from twisted.internet import reactor as running
         from .reactor import lighten
@@ -103,6 +106,7 @@ def makeService(options, reactor=None):
     try:
         return DisqueNodeService(options.config, reactor=reactor)
     # ConfigError: a value the node refuses (rename-command, ...)
-    except (StrategyError, EndpointError, NodeFileError, LoadError, ConfigError) as e:
+    # TLSError: a tls-* directive that cannot be used (a missing certificate, ...)
+    except (StrategyError, EndpointError, NodeFileError, LoadError, ConfigError, TLSError) as e:
         _fail(str(e))
 

@@ -372,8 +372,11 @@ def test_settable_parameters_are_those_of_the_original():
     # gc-freeze-interval is fixed at 0 where the runtime has no gc.freeze (PyPy)
     assert {s.name for s in SPECS if s.fixed} == FIXED | (set() if hasattr(gc, "freeze") else {"gc-freeze-interval"})
     assert not any(s.settable for s in SPECS if s.fixed)
+    # and the TLS directives whose CONFIG SET reloads the certificates (disque.tls.RELOADABLE)
     assert {s.name for s in SPECS if s.settable and not s.original} == {"dedup-window", "output-flush",
-                                                                        "cluster-password"}
+                                                                        "cluster-password"} | {
+        "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-ca-cert-dir", "tls-auth-clients", "tls-protocols",
+        "tls-ciphers", "tls-ciphersuites"}
 
 
 def test_set_golden_sequence():
@@ -411,7 +414,7 @@ def test_set_names_are_case_insensitive_and_echoed_as_given():
                                   "logfile", "syslog-facility", "syslog-enabled", "appendfilename",
                                   "federation-policy", "persistence", "rename-command", "include",
                                   "tcp-backlog", "dir", "activerehashing", "maxmemory-samples",
-                                  "unixsocketperm"])
+                                  "unixsocketperm", "tls-port", "tls-cluster"])
 def test_not_settable_at_run_time(name):
     expected = b"Unsupported CONFIG parameter: " + name.encode()
     assert set_error(Config.defaults(), name.encode(), b"x") == expected

@@ -419,6 +419,163 @@ def _cluster_connect(make):
     assert link_timeout(**{"cluster-connect": "tcp:timeout=9"}) == [9]
 
 
+# -- TLS (disque/tls.py; handshakes in memory, tls_support.handshake) -------------
+
+def _tls(make, tmp_path, **directives):
+    """A node with a TLS port and the node certificate of a throwaway CA;
+    (node, pki)."""
+    from tls_support import make_pki, node_directives
+
+    pki = make_pki(tmp_path / "pki")
+    return make(**node_directives(pki, **{"tls-port": "7712", **directives})), pki
+
+
+def _clients_context(node):
+    return node.service.tls.current["clients"]
+
+
+@effect("tls-port")
+def _tls_port(make, tmp_path):
+    from twisted.protocols.tls import TLSMemoryBIOFactory
+
+    assert [p[0] for p in make().reactor.tcpServers] == [7711, 17711]
+    node, _ = _tls(make, tmp_path)
+    tls = [p[0] for p in node.reactor.tcpServers if isinstance(p[1], TLSMemoryBIOFactory)]
+    assert [p[0] for p in node.reactor.tcpServers] == [7711, 7712, 17711] and tls == [7712]
+
+
+@effect("tls-cert-file")
+def _tls_cert_file(make, tmp_path):
+    from cryptography import x509
+
+    node, pki = _tls(make, tmp_path)
+    with open(pki.node, "rb") as f:
+        expected = x509.load_pem_x509_certificate(f.read())
+    presented = _ssl_connection(_clients_context(node)).get_certificate().to_cryptography()
+    assert presented == expected
+    with pytest.raises(Exception, match="tls-cert-file: .* is not a PEM certificate"):
+        _tls(make, tmp_path, **{"tls-cert-file": pki.ca_key})
+
+
+def _ssl_connection(ctx):
+    from OpenSSL import SSL
+
+    return SSL.Connection(ctx, None)
+
+
+@effect("tls-key-file")
+def _tls_key_file(make, tmp_path):
+    from tls_support import handshake
+
+    node, pki = _tls(make, tmp_path)
+    assert handshake(_clients_context(node), pki.client, pki.client_key, pki.ca) is None
+    with pytest.raises(Exception, match="tls-key-file: .* is not the key of the certificate"):
+        _tls(make, tmp_path, **{"tls-key-file": pki.node2_key})
+
+
+@effect("tls-ca-cert-file")
+def _tls_ca_cert_file(make, tmp_path):
+    from tls_support import handshake
+
+    node, pki = _tls(make, tmp_path)
+    assert handshake(_clients_context(node), pki.intruder, pki.intruder_key, pki.ca)[0] == "server"
+    node = make(**{"tls-port": "7712", "tls-cert-file": pki.node, "tls-key-file": pki.node_key,
+                   "tls-ca-cert-file": pki.other_ca})  # trusts the other CA instead
+    assert handshake(_clients_context(node), pki.intruder, pki.intruder_key, pki.ca) is None
+    assert handshake(_clients_context(node), pki.client, pki.client_key, pki.ca)[0] == "server"
+
+
+@effect("tls-ca-cert-dir")
+def _tls_ca_cert_dir(make, tmp_path):
+    import shutil
+
+    from OpenSSL import crypto
+    from tls_support import handshake
+
+    node, pki = _tls(make, tmp_path)
+    hashed = tmp_path / "cas"
+    hashed.mkdir()
+    with open(pki.other_ca, "rb") as f:  # as openssl rehash names it
+        name = "%08x.0" % crypto.load_certificate(crypto.FILETYPE_PEM, f.read()).subject_name_hash()
+    shutil.copy(pki.other_ca, str(hashed / name))
+    node = make(**{"tls-port": "7712", "tls-cert-file": pki.node, "tls-key-file": pki.node_key,
+                   "tls-ca-cert-dir": str(hashed)})
+    assert handshake(_clients_context(node), pki.intruder, pki.intruder_key, pki.ca) is None
+    assert handshake(_clients_context(node), pki.client, pki.client_key, pki.ca)[0] == "server"
+
+
+@effect("tls-auth-clients")
+def _tls_auth_clients(make, tmp_path):
+    from tls_support import handshake
+
+    node, pki = _tls(make, tmp_path)
+    assert handshake(_clients_context(node), ca=pki.ca)[0] == "server"  # yes: a certificate is required
+    node, pki = _tls(make, tmp_path, **{"tls-auth-clients": "optional"})
+    assert handshake(_clients_context(node), ca=pki.ca) is None
+    assert handshake(_clients_context(node), pki.intruder, pki.intruder_key, pki.ca)[0] == "server"
+    node, pki = _tls(make, tmp_path, **{"tls-auth-clients": "no"})
+    assert handshake(_clients_context(node), pki.intruder, pki.intruder_key, pki.ca) is None  # not even asked
+
+
+@effect("tls-cluster")
+def _tls_cluster(make, tmp_path):
+    from twisted.protocols.tls import TLSMemoryBIOFactory
+
+    def bus(node):
+        return [(p[0], isinstance(p[1], TLSMemoryBIOFactory)) for p in node.reactor.tcpServers if p[0] > 10000]
+
+    node, _ = _tls(make, tmp_path)
+    assert bus(node) == [(17711, False)] and node.service.node.cluster.myself.port == 7711
+    node, _ = _tls(make, tmp_path, **{"tls-cluster": "yes"})
+    assert bus(node) == [(17712, True)] and node.service.node.cluster.myself.port == 7712
+
+
+@effect("tls-protocols")
+def _tls_protocols(make, tmp_path):
+    from OpenSSL import SSL
+    from tls_support import handshake
+
+    node, pki = _tls(make, tmp_path)
+    assert handshake(_clients_context(node), pki.client, pki.client_key, pki.ca, SSL.TLS1_2_VERSION) is None
+    node, pki = _tls(make, tmp_path, **{"tls-protocols": "TLSv1.3"})
+    assert handshake(_clients_context(node), pki.client, pki.client_key, pki.ca, SSL.TLS1_2_VERSION) is not None
+    assert handshake(_clients_context(node), pki.client, pki.client_key, pki.ca, SSL.TLS1_3_VERSION) is None
+
+
+@effect("tls-ciphers")
+def _tls_ciphers(make, tmp_path):
+    from OpenSSL import SSL
+    from tls_support import handshake
+
+    chacha = "ECDHE-ECDSA-CHACHA20-POLY1305"
+    node, pki = _tls(make, tmp_path)
+    assert handshake(_clients_context(node), pki.client, pki.client_key, pki.ca, SSL.TLS1_2_VERSION, chacha) is None
+    node, pki = _tls(make, tmp_path, **{"tls-ciphers": "ECDHE-ECDSA-AES128-GCM-SHA256"})
+    assert handshake(_clients_context(node), pki.client, pki.client_key, pki.ca, SSL.TLS1_2_VERSION, chacha)
+    assert handshake(_clients_context(node), pki.client, pki.client_key, pki.ca, SSL.TLS1_2_VERSION,
+                     "ECDHE-ECDSA-AES128-GCM-SHA256") is None
+
+
+@effect("tls-ciphersuites")
+def _tls_ciphersuites(make, tmp_path):
+    from OpenSSL import SSL
+    from tls_support import handshake
+
+    if not hasattr(SSL.Context, "set_tls13_ciphersuites"):  # an older pyOpenSSL: refused, never ignored
+        with pytest.raises(Exception, match="tls-ciphersuites: this pyOpenSSL cannot"):
+            _tls(make, tmp_path, **{"tls-ciphersuites": "TLS_AES_128_GCM_SHA256"})
+        return
+    chacha = "TLS_CHACHA20_POLY1305_SHA256"
+    node, pki = _tls(make, tmp_path)
+    assert handshake(_clients_context(node), pki.client, pki.client_key, pki.ca, SSL.TLS1_3_VERSION,
+                     ciphersuites=chacha) is None
+    node, pki = _tls(make, tmp_path, **{"tls-ciphersuites": "TLS_AES_128_GCM_SHA256"})
+    assert handshake(_clients_context(node), pki.client, pki.client_key, pki.ca, SSL.TLS1_3_VERSION,
+                     ciphersuites=chacha)
+    assert handshake(_clients_context(node), pki.client, pki.client_key, pki.ca, SSL.TLS1_3_VERSION,
+                     ciphersuites="TLS_AES_128_GCM_SHA256") is None
+
+
 # -- files -----------------------------------------------------------------------
 
 @effect("dir", "cluster-config-file")

@@ -6,7 +6,8 @@ reconnects with a capped backoff while the peer is down, and reports each
 new connection to the runtime (the core then sends MEET or PING on it).
 Each link's endpoint comes from the node's ``BusConnector``
 (``disque.listeners``: the ``cluster-connect`` endpoint string, TCP by
-default).  Messages to a peer whose link is down are dropped: every Disque
+default; with ``tls-cluster yes`` wrapped in TLS, and then a link is up
+when its handshake is done, see :class:`_TLSLinkProtocol`).  Messages to a peer whose link is down are dropped: every Disque
 message is either retried by its sender's state machine (REPLJOB every
 50 ms, SETACK with backoff, WILLQUEUE/QUEUED each retry) or best effort by
 design.
@@ -17,10 +18,13 @@ retry at info level: with one dead peer that was a line a second).
 """
 
 from twisted.application.internet import ClientService, backoffPolicy
+from twisted.internet.interfaces import IHandshakeListener
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
+from zope.interface import implementer
 
 from ..logs import logger, node_log
+from ..tls import error_text
 from .protocol import BusProtocol
 
 log = logger("disque.bus")
@@ -46,7 +50,45 @@ class _LinkFactory(Factory):
         self.link = link
 
     def buildProtocol(self, addr):
-        return BusProtocol(self.link.runtime, self.link.node_id, self.link.connected)
+        link = self.link
+        if link.links.tls:
+            return _TLSLinkProtocol(link, link.runtime, link.node_id, link.connected)
+        return BusProtocol(link.runtime, link.node_id, link.connected)
+
+
+@implementer(IHandshakeListener)
+class _TLSLinkProtocol(BusProtocol):
+    """A link under TLS (``tls-cluster yes``) is up once the handshake is
+    done, the peer's certificate verified -- not when TCP connects: a peer
+    without a certificate of the CA is never up (no MEET or PING goes to
+    it, no "back"/"lost" line per retry), and the failure is logged once
+    until a handshake succeeds.  With a ``cluster-password`` too, it is up
+    once both handshakes are done."""
+
+    handshake_done = False
+
+    def __init__(self, link, *args):
+        super().__init__(*args)
+        self.link = link
+
+    def _link_up(self):
+        if self.handshake_done:
+            super()._link_up()
+
+    def handshakeCompleted(self):
+        if self.handshake_done:  # once: a renegotiation is not a new link
+            return
+        self.handshake_done = True
+        self.link.tls_failing = False
+        if self.authenticated:  # else when the cluster-password handshake is done too
+            super()._link_up()
+
+    def connectionLost(self, reason):
+        if not self.handshake_done and not self.link.tls_failing:
+            self.link.tls_failing = True
+            log.warn("Bus link to {peer}: no TLS handshake ({error}), retrying", peer=self.link.describe(),
+                     error=error_text(reason.value))
+        super().connectionLost(reason)
 
 
 class PeerLink:
@@ -57,6 +99,7 @@ class PeerLink:
         self.port = port
         self.protocol = None
         self.links = links
+        self.tls_failing = False  # a TLS handshake failed, and none succeeded since (logged once)
         endpoint = links.connector.endpoint(host.decode(), port + BUS_PORT_OFFSET)
         self.service = _PeerService(endpoint, _LinkFactory(self), retryPolicy=backoffPolicy(0.1, 1.0, 2.0),
                                     clock=links.reactor)
@@ -107,6 +150,7 @@ class Links:
         self.reactor = reactor
         self.runtime = runtime
         self.connector = connector
+        self.tls = getattr(connector, "tls", None) is not None  # tls-cluster yes: links are up after the handshake
         self.by_id = {}
         # node ID -> when its link went down (reactor seconds), until it is
         # back: kept here, not on the PeerLink, because the core may replace

@@ -43,6 +43,7 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         self.closed = False
         self.sender = None  # inbound connections: the node ID its frames carry
         self.handshake = None  # the cluster-password handshake while it runs
+        self.authenticated = False  # no password, or the handshake is done
         self._handshake_timeout = None
 
     def connectionMade(self):
@@ -60,7 +61,13 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         self._write_frame(self.handshake.hello())
 
     def _authenticated(self):
-        if self.on_connect is not None:
+        self.authenticated = True
+        self._link_up()
+
+    def _link_up(self):
+        """Our link is up (the runtime may send on it): once the peer is
+        authenticated, and whatever a subclass waits for too."""
+        if self.on_connect is not None and not self.closed:
             self.on_connect(self)
 
     def dataReceived(self, data):

@@ -31,6 +31,7 @@ from collections import deque
 
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Factory, Protocol
+from twisted.protocols.policies import ProtocolWrapper
 from zope.interface import implementer
 
 from ..logs import logger
@@ -47,6 +48,8 @@ def set_keepalive(transport, seconds: int) -> None:
     """SO_KEEPALIVE, and where the system allows, the first probe after
     ``seconds`` idle, then every seconds/3, giving up after 3."""
     transport.setTcpKeepAlive(1)
+    while isinstance(transport, ProtocolWrapper):  # TLS: getHandle() is the OpenSSL connection
+        transport = transport.transport
     sock = transport.getHandle()
     for option, value in (("TCP_KEEPIDLE", seconds), ("TCP_KEEPINTVL", max(seconds // 3, 1)),
                           ("TCP_KEEPCNT", 3)):
