@@ -18,6 +18,7 @@ class Recorder:
         self.batches = []
         self.depth = 0
         self.pending_output = []  # as NodeRuntime: connections to flush when a batch ends
+        self.bus_sendbuf_limit = 0  # cluster-link-sendbuf-limit
 
     def bus_batch_begin(self):
         self.depth += 1

@@ -372,7 +372,9 @@ def test_settable_parameters_are_those_of_the_original():
     # gc-freeze-interval is fixed at 0 where the runtime has no gc.freeze (PyPy)
     assert {s.name for s in SPECS if s.fixed} == FIXED | (set() if hasattr(gc, "freeze") else {"gc-freeze-interval"})
     assert not any(s.settable for s in SPECS if s.fixed)
-    assert {s.name for s in SPECS if s.settable and not s.original} == {"dedup-window", "output-flush"}
+    assert {s.name for s in SPECS if s.settable and not s.original} == {
+        "dedup-window", "output-flush", "client-query-buffer-limit", "proto-max-bulk-len",
+        "cluster-link-sendbuf-limit"}
 
 
 def test_set_golden_sequence():
