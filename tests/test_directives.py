@@ -209,6 +209,57 @@ def _client_output_buffer_limit(make):
         assert monitor.tr.disconnected is closed  # aborted, not flushed: it would never drain
 
 
+@effect("client-query-buffer-limit")
+def _client_query_buffer_limit(make):
+    """A request of two 600 KB arguments, the second still coming: 1.1 MB
+    held, though no argument is near the bulk limit and each one leaves
+    the unparsed buffer once read."""
+    request = b"*3\r\n$4\r\nPING\r\n$600000\r\n" + b"a" * 600000 + b"\r\n$600000\r\n" + b"b" * 500000
+    for value, closed in (("1gb", False), ("1mb", True)):
+        node = make(**{"client-query-buffer-limit": value})
+        c = node.connect()
+        with captured_log() as events:
+            for i in range(0, len(request), 65536):
+                c.proto.dataReceived(request[i:i + 65536])
+        assert c.closed is closed and c.tr.disconnected is closed and c.take() == b""
+        assert any("Closing client that reached max query buffer length" in t for t in texts(events)) is closed
+
+
+@effect("proto-max-bulk-len")
+def _proto_max_bulk_len(make):
+    header = b"*2\r\n$4\r\nPING\r\n$2000000\r\n"
+    c = make().connect()
+    c.proto.dataReceived(header)
+    assert c.take() == b"" and not c.closed  # waits for the 2 MB argument
+    node = make(**{"proto-max-bulk-len": "1mb"})
+    c = node.connect()
+    c.proto.dataReceived(header)
+    assert c.take() == b"-ERR Protocol error: invalid bulk length\r\n" and c.closed
+    c = node.connect()
+    node.connect().call("CONFIG", "SET", "proto-max-bulk-len", "2mb")  # connected clients follow at once
+    c.proto.dataReceived(header + b"x" * 2000000 + b"\r\n")
+    assert c.take() == b"$2000000\r\n" + b"x" * 2000000 + b"\r\n" and not c.closed  # PING echoes it
+
+
+@effect("cluster-link-sendbuf-limit")
+def _cluster_link_sendbuf_limit(make):
+    from disque.bus.protocol import BusProtocol
+
+    for value, dropped in (("0", False), ("1mb", True)):
+        node = make(**{"cluster-link-sendbuf-limit": value})
+        tr = StringTransport()
+        link = BusProtocol(node.runtime, b"b" * 40)
+        link.makeConnection(tr)
+        link.pauseProducing()  # its transport is full: the peer does not read
+        with captured_log() as events:
+            for _ in range(12):
+                link.send_frame(b"f" * 100_000)
+                link.flush()
+        assert tr.disconnected is dropped and link.closed is dropped
+        assert len(tr.value()) == (1_100_000 + 11 * 4 if dropped else 1_200_000 + 12 * 4)
+        assert any("cluster-link-sendbuf-limit" in t for t in texts(events)) is dropped
+
+
 @effect("rename-command")
 def _rename_command(make):
     assert make().connect().call("CONFIG", "GET", "hz") == b"*2\r\n$2\r\nhz\r\n$2\r\n10\r\n"
