@@ -90,7 +90,7 @@ TIERS = {
     "sim": ("test_cluster_jobs", "test_cluster_membership", "test_federation"),
     "protocol": ("test_protocol", "test_bus_protocol", "test_dedup", "test_service", "test_iosim_cluster",
                  "test_endpoints", "test_strategies", "test_directives", "test_logs", "test_output",
-                 "test_reactor", "test_limits"),
+                 "test_reactor"),
     "process": ("test_e2e_aof", "test_e2e_logs", "test_e2e_cluster", "test_e2e_dedup", "test_e2e_faults",
                 "test_e2e_federation", "test_e2e_node", "test_e2e_listen", "test_golden", "test_install", "test_memory",
                 "test_spark_options",

@@ -682,6 +682,63 @@ def test_soft_output_limit_allows_a_burst_shorter_than_its_seconds(make):
     assert monitor.closed                      # over it for more than 2 s
 
 
+def test_requests_queued_behind_a_parked_command_count_until_they_run(make):
+    node = make(**{"client-query-buffer-limit": "1mb"})
+    c, other = node.connect(), node.connect()
+    c.proto.dataReceived(cmd("GETJOB", "FROM", "q"))      # parks: what follows waits
+    big = cmd("PING", "x" * 300_000)
+    for _ in range(3):
+        c.proto.dataReceived(big)
+    assert not c.closed and c.proto.queued > 900_000
+    other.call("ADDJOB", "q", "job", "0")                 # GETJOB gets it, the PINGs run
+    assert c.take().count(b"$300000\r\n") == 3 and c.proto.queued == 0
+    c.proto.dataReceived(cmd("GETJOB", "FROM", "q"))      # parks again: the count starts from 0
+    for _ in range(3):
+        c.proto.dataReceived(big)
+    assert not c.closed
+    with captured_log() as events:
+        c.proto.dataReceived(big)                         # 1.2 MB waiting: closed
+    assert c.closed and c.tr.disconnected and c.proto.pending == type(c.proto.pending)()
+    assert any("max query buffer length" in t for t in texts(events))
+    assert node.connect().call("PING") == b"+PONG\r\n"
+
+
+def test_a_client_parked_by_one_request_of_many_counts_the_rest(make):
+    node = make(**{"client-query-buffer-limit": "1mb"})
+    c = node.connect()
+    c.proto.dataReceived(cmd("GETJOB", "FROM", "q") + cmd("PING", "x" * 600_000))
+    assert not c.closed and c.proto.queued >= 600_000
+    c.proto.dataReceived(cmd("PING", "x" * 600_000))
+    assert c.closed
+
+
+def test_a_hard_output_limit_stops_a_pipeline_of_big_replies_as_it_is_made(make):
+    """Twenty SHOWs of a 200 KB job in one read: 4 MB of replies.  With a
+    1 MB hard limit the client is dropped after the sixth, and the replies
+    made are let go, not written."""
+    for value, dropped in (("normal 0 0 0", False), ("normal 1mb 0 0", True)):
+        node = make(**{"client-output-buffer-limit": value})
+        job = node.connect().call("ADDJOB", "q", "b" * 200_000, "0").split(b"\r\n")[0][1:].decode()
+        c = node.connect()
+        shows = []
+        real = node.runtime.dispatch
+
+        def counting(ctx, client, argv):
+            shows.append(argv[0])
+            return real(ctx, client, argv)
+
+        node.runtime.dispatch = counting
+        with captured_log() as events:
+            c.proto.dataReceived(cmd("SHOW", job) * 20)
+        node.runtime.dispatch = real
+        assert c.closed is dropped and c.tr.disconnected is dropped
+        if dropped:
+            assert c.take() == b"" and len(shows) == 6
+            assert any("output buffer limits" in t for t in texts(events))
+        else:
+            assert c.take().count(b"b" * 200_000) == 20 and len(shows) == 20
+
+
 def test_monitors_and_waiting_clients_never_time_out(make):
     node = make(timeout="1")
     monitor, blocked = node.connect(), node.connect()
