@@ -730,13 +730,34 @@ def test_a_hard_output_limit_stops_a_pipeline_of_big_replies_as_it_is_made(make)
         node.runtime.dispatch = counting
         with captured_log() as events:
             c.proto.dataReceived(cmd("SHOW", job) * 20)
-        node.runtime.dispatch = real
         assert c.closed is dropped and c.tr.disconnected is dropped
         if dropped:
             assert c.take() == b"" and len(shows) == 6
             assert any("output buffer limits" in t for t in texts(events))
-        else:
-            assert c.take().count(b"b" * 200_000) == 20 and len(shows) == 20
+        else:  # BATCH_OUTPUT: the rest waits for the replies to be written
+            assert c.take().count(b"b" * 200_000) == 6 and len(shows) == 6
+            for _ in range(5):
+                node.reactor.advance(0)
+            assert c.take().count(b"b" * 200_000) == 14 and len(shows) == 20
+
+
+def test_a_client_that_does_not_read_big_replies_stops_being_served(make):
+    """Without limits: the batch stops at BATCH_OUTPUT, and while the
+    transport is full (the client does not read) nothing more runs."""
+    node = make()
+    job = node.connect().call("ADDJOB", "q", "b" * 200_000, "0").split(b"\r\n")[0][1:].decode()
+    c = node.connect()
+    c.proto.dataReceived(cmd("SHOW", job) * 20 + cmd("PING"))
+    assert c.take().count(b"b" * 200_000) == 6
+    c.proto.pauseProducing()                   # the transport is full
+    node.advance(1)
+    assert c.take() == b"" and len(c.proto.pending) == 15 and not c.proto.idle()
+    c.proto.resumeProducing()                  # it drained
+    for _ in range(5):
+        node.reactor.advance(0)
+    rest = c.take()
+    assert rest.count(b"b" * 200_000) == 14 and rest.endswith(b"+PONG\r\n")
+    assert not c.proto.pending and c.proto.queued == 0 and c.proto.idle()
 
 
 def test_monitors_and_waiting_clients_never_time_out(make):

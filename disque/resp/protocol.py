@@ -17,9 +17,15 @@ comes before the original's reply list), and the client is dropped at once
 when they exceed the hard limit, or when they stay above the soft limit for
 more than the soft seconds.  0 disables a limit.  The replies a batch makes
 count too, as they are made: a pipeline of requests for big replies is
-dropped once the hard limit is passed, without making the rest of them (so
-with a hard limit a client holds at most that much of the node's memory in
-replies, plus one reply).
+dropped once the hard limit is passed, without making the rest of them.
+
+One read can hold a thousand requests, each asking for a big reply (SHOW
+of a large job): a batch stops once its replies pass ``BATCH_OUTPUT``
+bytes, and the requests left wait (as behind a parked command) until the
+replies are written and the transport has room -- at once if the client
+reads, else when it drains.  So even without limits, a client that does not
+read holds at most about ``BATCH_OUTPUT`` plus one reply of the node's
+memory in replies to its requests.
 
 Input is bounded the same way: ``client-query-buffer-limit`` bounds what a
 client's requests hold before they run -- the parser's unparsed bytes and
@@ -54,6 +60,9 @@ from .reply import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
 log = logger("disque.clients")
 
 MAX_CLIENTS_ERROR = b"-ERR max number of clients reached\r\n"
+#: Bytes of replies after which a batch stops running a client's requests
+#: until they are written (see the module docstring).
+BATCH_OUTPUT = 1024 * 1024
 
 
 def request_size(commands) -> int:
@@ -82,6 +91,8 @@ class RespProtocol(BatchOutput, Protocol):
     backlog = None  # bytes written since the transport said it is full; None: it is not
     over_soft_since = None  # node time (ms) the backlog went above the soft limit
     queued = 0  # request_size(self.pending)
+    held_back = False  # a batch stopped at BATCH_OUTPUT: self.pending goes on once written
+    _go_on_call = None
 
     def __init__(self, runtime):
         self.runtime = runtime
@@ -122,12 +133,16 @@ class RespProtocol(BatchOutput, Protocol):
     def resumeProducing(self):
         self.backlog = self.over_soft_since = None
         self.transport.resumeProducing()
+        if self.held_back:
+            self._schedule_go_on()
 
     def stopProducing(self):
         pass  # the connection is gone: connectionLost cleans up
 
     def connectionLost(self, reason=None):
         self.closing = True
+        if self._go_on_call is not None and self._go_on_call.active():
+            self._go_on_call.cancel()
         if getattr(self.transport, "producer", None) is self:
             self.transport.unregisterProducer()  # leave no transport <-> protocol cycle behind
         if self.client is not None:
@@ -195,7 +210,9 @@ class RespProtocol(BatchOutput, Protocol):
             out = []
         runtime = self.runtime
         hard = runtime.output_limits[0]
-        made = self.backlog or 0
+        room = hard - (self.backlog or 0) if hard else BATCH_OUTPUT  # before the limit
+        stop_at = min(room, BATCH_OUTPUT)
+        made = 0
         ctx = runtime.ctx
         node = ctx.node
         client = self.client
@@ -219,11 +236,15 @@ class RespProtocol(BatchOutput, Protocol):
                 self.slots = deque()
             if mode == REPLY_ON:
                 out.append(result)
-                if hard and type(result) is bytes:
+                if type(result) is bytes:
                     made += len(result)
-                    if made > hard:
-                        out.clear()
-                        self._output_limit_reached(made)
+                    if made > stop_at:
+                        if hard and made > room:
+                            out.clear()
+                            self._output_limit_reached(made + (self.backlog or 0))
+                            break
+                        self.pending.extend(it)
+                        self.held_back = bool(self.pending)
                         break
             elif mode == REPLY_SKIP_NEXT:  # CLIENT REPLY SKIP itself: silent
                 client.reply_mode = REPLY_SKIP
@@ -252,6 +273,24 @@ class RespProtocol(BatchOutput, Protocol):
         if self.backlog is not None:
             self.backlog += len(data)
             self._check_output_limits()
+        elif self.held_back:  # written, and the transport has room
+            self._schedule_go_on()
+
+    def _schedule_go_on(self):
+        if self._go_on_call is None and not self.closing:
+            self._go_on_call = self.runtime.reactor.callLater(0, self._go_on)
+
+    def _go_on(self):
+        """Run the requests a batch held back (BATCH_OUTPUT), as a batch of
+        their own, unless the transport filled up again meanwhile."""
+        self._go_on_call = None
+        if self.closing or not self.held_back or self.backlog is not None:
+            return
+        self.held_back = False
+        runtime = self.runtime
+        runtime.set_time()
+        self.resume()
+        runtime.after_batch()
 
     def _check_output_limits(self):
         hard, soft, seconds = self.runtime.output_limits
