@@ -92,7 +92,7 @@ TIERS = {
                  "test_endpoints", "test_strategies", "test_directives", "test_logs", "test_output",
                  "test_reactor"),
     "process": ("test_e2e_aof", "test_e2e_logs", "test_e2e_cluster", "test_e2e_dedup", "test_e2e_faults",
-                "test_e2e_federation", "test_e2e_node", "test_e2e_listen", "test_golden", "test_install", "test_memory",
+                "test_e2e_federation", "test_e2e_node", "test_e2e_listen", "test_e2e_limits", "test_golden", "test_install", "test_memory",
                 "test_spark_options",
                 "test_spark_read", "test_spark_recovery", "test_spark_units", "test_spark_write"),
 }

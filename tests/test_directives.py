@@ -205,6 +205,8 @@ def _client_output_buffer_limit(make):
         monitor.proto.pauseProducing()  # its transport is full: it does not read
         for _ in range(10):
             other.call("PING")  # a MONITOR line each
+            if not monitor.closed:
+                monitor.proto.pauseProducing()  # as Twisted, at each write while full
         assert monitor.closed is closed
         assert monitor.tr.disconnected is closed  # aborted, not flushed: it would never drain
 

@@ -114,7 +114,8 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
     # goes on either way (the peer's frames are not replies to ours).
 
     def pauseProducing(self):
-        self.backlog = 0
+        if self.backlog is None:  # called at every write while the buffer is full
+            self.backlog = 0
 
     def resumeProducing(self):
         self.backlog = None

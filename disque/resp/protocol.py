@@ -127,8 +127,11 @@ class RespProtocol(BatchOutput, Protocol):
     # IPushProducer: the transport's buffer is full / has drained.
 
     def pauseProducing(self):
+        # Twisted calls this at every write while its buffer is full: the
+        # count starts at the first call only.
         self.transport.pauseProducing()  # stop reading requests
-        self.backlog = 0
+        if self.backlog is None:
+            self.backlog = 0
 
     def resumeProducing(self):
         self.backlog = self.over_soft_since = None
