@@ -146,7 +146,10 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
 
     def close(self):
         self.closed = True
-        self.transport.loseConnection()
+        # Aborted: frames waiting for a peer that speaks garbage (and may not
+        # read) are not owed to it, and a transport would not close while
+        # they wait.
+        self.transport.abortConnection()
 
     def connectionLost(self, reason):
         self.closed = True

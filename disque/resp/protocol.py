@@ -190,8 +190,7 @@ class RespProtocol(BatchOutput, Protocol):
         if out:
             self._emit(out)
         if error is not None:
-            self.closing = True
-            self.transport.loseConnection()
+            self.close()
         runtime.after_batch()
 
     def _query_limit_reached(self):
@@ -376,7 +375,12 @@ class RespProtocol(BatchOutput, Protocol):
             self.close()
 
     def close(self):
+        """Close once what was written is sent.  The producer goes first: a
+        transport whose buffer drains with its producer paused resumes the
+        producer instead of closing."""
         self.closing = True
+        if getattr(self.transport, "producer", None) is self:
+            self.transport.unregisterProducer()
         self.transport.loseConnection()
 
     def idle(self) -> bool:
