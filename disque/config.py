@@ -255,8 +255,9 @@ def _p_int(spec, args, cur):
 
 def _p_mem(spec, args, cur):
     v = parse_memory(args[0])
-    return _need(spec.lo <= v <= _I64, "must be a number of bytes >= %d, optionally with "
-                 "a unit (k, kb, m, mb, g, gb)" % spec.lo) and v
+    bounds = (">= %d" % spec.lo) if spec.hi == _I64 else "between %d and %d" % (spec.lo, spec.hi)
+    return _need(spec.lo <= v <= spec.hi, "must be a number of bytes %s, optionally with "
+                 "a unit (k, kb, m, mb, g, gb)" % bounds) and v
 
 
 _CLIENT_CLASSES = ("normal",)
@@ -455,6 +456,13 @@ SPECS = (
        check=lambda t: tls_protocol_range(t) and True),
     _S("tls-ciphers", "str", "", True, original=False, nullable=True),
     _S("tls-ciphersuites", "str", "", True, original=False, nullable=True),
+    # Limits of later Redis versions (docs/limits.md): the query buffer and
+    # bulk limits of Redis 4, the bus send buffer limit of Redis 7.  A bulk
+    # must fit a bus frame (disque.bus.protocol.MAX_FRAME): 512 MB at most.
+    _S("client-query-buffer-limit", "mem", 1024 ** 3, True, original=False, lo=1024 ** 2),
+    _S("proto-max-bulk-len", "mem", 512 * 1024 ** 2, True, original=False, lo=1024 ** 2,
+       hi=512 * 1024 ** 2),
+    _S("cluster-link-sendbuf-limit", "mem", 256 * 1024 ** 2, True, original=False, lo=0),
     _S("syslog-enabled", "bool", False, get=False),
     _S("syslog-ident", "str", "disque", get=False),
     _S("appendfilename", "str", "disque.aof", get=False,

@@ -120,6 +120,22 @@ class NodeRuntime:
         config.on_change("cluster-node-timeout", lambda ms: setattr(node.cluster, "node_timeout", ms))
         config.on_change("dedup-window", lambda seconds: setattr(node.jobs.dedup, "window", seconds * 1000))
         config.on_change("output-flush", lambda mode: setattr(self, "flush_per_turn", mode == "turn"))
+        # Client limits read at each request batch (disque.resp.protocol).
+        config.on_change("client-output-buffer-limit", lambda limits: setattr(self, "output_limits",
+                                                                               limits["normal"]))
+        config.on_change("client-query-buffer-limit", lambda n: setattr(self, "query_buffer_limit", n))
+        config.on_change("proto-max-bulk-len", self._set_max_bulk_len)
+        config.on_change("cluster-link-sendbuf-limit", lambda n: setattr(self, "bus_sendbuf_limit", n))
+
+    def _set_max_bulk_len(self, n):
+        """``proto-max-bulk-len``: for new clients, and at once for the
+        connected ones (as the original checks it at each bulk header)."""
+        self.max_bulk_len = n
+        ctx = getattr(self, "ctx", None)  # none yet at start-up
+        for client in ctx.clients.values() if ctx is not None else ():
+            parser = getattr(client.conn, "parser", None)
+            if parser is not None:
+                parser.set_max_bulk_len(n)
 
     # -- time and effects --------------------------------------------------
 

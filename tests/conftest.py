@@ -93,7 +93,7 @@ TIERS = {
                  "test_reactor", "test_bus_password", "test_tls"),
     "process": ("test_e2e_aof", "test_e2e_logs", "test_e2e_cluster", "test_e2e_dedup", "test_e2e_faults",
                 "test_e2e_federation", "test_e2e_node", "test_e2e_password", "test_e2e_listen", "test_e2e_tls",
-                "test_golden", "test_install", "test_memory",
+                "test_e2e_limits", "test_golden", "test_install", "test_memory",
                 "test_spark_options",
                 "test_spark_read", "test_spark_recovery", "test_spark_units", "test_spark_write"),
 }

@@ -6,7 +6,7 @@ import struct
 from twisted.internet.testing import StringTransport
 
 from disque.bus import wire
-from disque.bus.protocol import MAX_FRAME, BusProtocol
+from disque.bus.protocol import MAX_FIRST_FRAME, MAX_FRAME, BusProtocol
 from disque.core import messages
 
 
@@ -18,6 +18,7 @@ class Recorder:
         self.batches = []
         self.depth = 0
         self.pending_output = []  # as NodeRuntime: connections to flush when a batch ends
+        self.bus_sendbuf_limit = 0  # cluster-link-sendbuf-limit
 
     def bus_batch_begin(self):
         self.depth += 1
@@ -108,3 +109,60 @@ def test_send_frame_writes_length_prefixed_frames_when_the_batch_ends():
     proto.send_frame(b"ignored")
     proto.flush()
     assert tr.value() == frame(messages.Pong(())) + frame(messages.Ping(()))
+
+
+# -- limits (docs/limits.md) --
+
+def test_a_connection_to_the_bus_port_must_speak_before_sending_big_frames():
+    runtime, proto, tr = connect()
+    proto.dataReceived(struct.pack(">I", MAX_FIRST_FRAME + 1))
+    assert tr.disconnecting and runtime.got == []
+    runtime, proto, tr = connect()
+    proto.dataReceived(frame(messages.Ping(())))          # a peer: it said who it is
+    big = wire.encode(HEADER, messages.ReplJob(_record(b"x" * (2 * MAX_FIRST_FRAME))))
+    proto.dataReceived(struct.pack(">I", len(big)) + big)
+    assert not tr.disconnecting and runtime.got[-1][1].job.body == b"x" * (2 * MAX_FIRST_FRAME)
+    runtime, proto, tr = connect(node_id=b"b" * 40)            # our own link to a known peer
+    proto.dataReceived(struct.pack(">I", len(big)) + big)
+    assert not tr.disconnecting
+
+
+def _record(body):
+    return messages.JobRecord(b"D" * 40, b"q", body, 1, 0, 10 ** 12, 0, 0, 0, 0, ())
+
+
+def test_a_big_frame_in_small_reads_is_joined_once():
+    runtime, proto, tr = connect(node_id=b"b" * 40)
+    data = frame(messages.Ping(())) + frame(messages.DelJob(b"D" * 40)) * 3
+    body = b"z" * 3_000_000
+    payload = wire.encode(HEADER, messages.ReplJob(_record(body)))
+    data += struct.pack(">I", len(payload)) + payload + frame(messages.Pong(()))
+    held = []
+    for i in range(0, len(data), 65536):
+        proto.dataReceived(data[i:i + 65536])
+        held.append(len(proto._unprocessed))
+    assert [type(m) for _, m, _ in runtime.got] == [messages.Ping] + [messages.DelJob] * 3 + [
+        messages.ReplJob, messages.Pong]
+    assert runtime.got[4][1].job.body == body
+    assert max(held) < 65536  # the body waited aside, not in Twisted's buffer
+
+
+def test_a_peer_that_catches_up_is_counted_again_from_zero():
+    runtime, proto, tr = connect(node_id=b"b" * 40)
+    runtime.bus_sendbuf_limit = 250_000
+    for _ in range(2):
+        proto.pauseProducing()
+        for _ in range(2):
+            proto.send_frame(b"f" * 100_000)
+            proto.flush()
+        proto.resumeProducing()
+    assert not tr.disconnected and not proto.closed
+    proto.pauseProducing()
+    for _ in range(3):
+        proto.send_frame(b"f" * 100_000)
+        proto.flush()
+        proto.pauseProducing()  # as Twisted, at each write while the buffer is full
+    assert tr.disconnected and proto.closed
+    proto.send_frame(b"late")
+    proto.flush()                                          # nothing more is written
+    assert len(tr.value()) == 7 * 100_004

@@ -236,8 +236,61 @@ def _client_output_buffer_limit(make):
         monitor.proto.pauseProducing()  # its transport is full: it does not read
         for _ in range(10):
             other.call("PING")  # a MONITOR line each
+            if not monitor.closed:
+                monitor.proto.pauseProducing()  # as Twisted, at each write while full
         assert monitor.closed is closed
         assert monitor.tr.disconnected is closed  # aborted, not flushed: it would never drain
+
+
+@effect("client-query-buffer-limit")
+def _client_query_buffer_limit(make):
+    """A request of two 600 KB arguments, the second still coming: 1.1 MB
+    held, though no argument is near the bulk limit and each one leaves
+    the unparsed buffer once read."""
+    request = b"*3\r\n$4\r\nPING\r\n$600000\r\n" + b"a" * 600000 + b"\r\n$600000\r\n" + b"b" * 500000
+    for value, closed in (("1gb", False), ("1mb", True)):
+        node = make(**{"client-query-buffer-limit": value})
+        c = node.connect()
+        with captured_log() as events:
+            for i in range(0, len(request), 65536):
+                c.proto.dataReceived(request[i:i + 65536])
+        assert c.closed is closed and c.tr.disconnected is closed and c.take() == b""
+        assert any("Closing client that reached max query buffer length" in t for t in texts(events)) is closed
+
+
+@effect("proto-max-bulk-len")
+def _proto_max_bulk_len(make):
+    header = b"*2\r\n$4\r\nPING\r\n$2000000\r\n"
+    c = make().connect()
+    c.proto.dataReceived(header)
+    assert c.take() == b"" and not c.closed  # waits for the 2 MB argument
+    node = make(**{"proto-max-bulk-len": "1mb"})
+    c = node.connect()
+    c.proto.dataReceived(header)
+    assert c.take() == b"-ERR Protocol error: invalid bulk length\r\n" and c.closed
+    c = node.connect()
+    node.connect().call("CONFIG", "SET", "proto-max-bulk-len", "2mb")  # connected clients follow at once
+    c.proto.dataReceived(header + b"x" * 2000000 + b"\r\n")
+    assert c.take() == b"$2000000\r\n" + b"x" * 2000000 + b"\r\n" and not c.closed  # PING echoes it
+
+
+@effect("cluster-link-sendbuf-limit")
+def _cluster_link_sendbuf_limit(make):
+    from disque.bus.protocol import BusProtocol
+
+    for value, dropped in (("0", False), ("1mb", True)):
+        node = make(**{"cluster-link-sendbuf-limit": value})
+        tr = StringTransport()
+        link = BusProtocol(node.runtime, b"b" * 40)
+        link.makeConnection(tr)
+        link.pauseProducing()  # its transport is full: the peer does not read
+        with captured_log() as events:
+            for _ in range(12):
+                link.send_frame(b"f" * 100_000)
+                link.flush()
+        assert tr.disconnected is dropped and link.closed is dropped
+        assert len(tr.value()) == (1_100_000 + 11 * 4 if dropped else 1_200_000 + 12 * 4)
+        assert any("cluster-link-sendbuf-limit" in t for t in texts(events)) is dropped
 
 
 @effect("rename-command")
@@ -817,6 +870,84 @@ def test_soft_output_limit_allows_a_burst_shorter_than_its_seconds(make):
     node.advance(2.5)
     other.call("PING")
     assert monitor.closed                      # over it for more than 2 s
+
+
+def test_requests_queued_behind_a_parked_command_count_until_they_run(make):
+    node = make(**{"client-query-buffer-limit": "1mb"})
+    c, other = node.connect(), node.connect()
+    c.proto.dataReceived(cmd("GETJOB", "FROM", "q"))      # parks: what follows waits
+    big = cmd("PING", "x" * 300_000)
+    for _ in range(3):
+        c.proto.dataReceived(big)
+    assert not c.closed and c.proto.queued > 900_000
+    other.call("ADDJOB", "q", "job", "0")                 # GETJOB gets it, the PINGs run
+    assert c.take().count(b"$300000\r\n") == 3 and c.proto.queued == 0
+    c.proto.dataReceived(cmd("GETJOB", "FROM", "q"))      # parks again: the count starts from 0
+    for _ in range(3):
+        c.proto.dataReceived(big)
+    assert not c.closed
+    with captured_log() as events:
+        c.proto.dataReceived(big)                         # 1.2 MB waiting: closed
+    assert c.closed and c.tr.disconnected and c.proto.pending == type(c.proto.pending)()
+    assert any("max query buffer length" in t for t in texts(events))
+    assert node.connect().call("PING") == b"+PONG\r\n"
+
+
+def test_a_client_parked_by_one_request_of_many_counts_the_rest(make):
+    node = make(**{"client-query-buffer-limit": "1mb"})
+    c = node.connect()
+    c.proto.dataReceived(cmd("GETJOB", "FROM", "q") + cmd("PING", "x" * 600_000))
+    assert not c.closed and c.proto.queued >= 600_000
+    c.proto.dataReceived(cmd("PING", "x" * 600_000))
+    assert c.closed
+
+
+def test_a_hard_output_limit_stops_a_pipeline_of_big_replies_as_it_is_made(make):
+    """Twenty SHOWs of a 200 KB job in one read: 4 MB of replies.  With a
+    1 MB hard limit the client is dropped after the sixth, and the replies
+    made are let go, not written."""
+    for value, dropped in (("normal 0 0 0", False), ("normal 1mb 0 0", True)):
+        node = make(**{"client-output-buffer-limit": value})
+        job = node.connect().call("ADDJOB", "q", "b" * 200_000, "0").split(b"\r\n")[0][1:].decode()
+        c = node.connect()
+        shows = []
+        real = node.runtime.dispatch
+
+        def counting(ctx, client, argv):
+            shows.append(argv[0])
+            return real(ctx, client, argv)
+
+        node.runtime.dispatch = counting
+        with captured_log() as events:
+            c.proto.dataReceived(cmd("SHOW", job) * 20)
+        assert c.closed is dropped and c.tr.disconnected is dropped
+        if dropped:
+            assert c.take() == b"" and len(shows) == 6
+            assert any("output buffer limits" in t for t in texts(events))
+        else:  # BATCH_OUTPUT: the rest waits for the replies to be written
+            assert c.take().count(b"b" * 200_000) == 6 and len(shows) == 6
+            for _ in range(5):
+                node.reactor.advance(0)
+            assert c.take().count(b"b" * 200_000) == 14 and len(shows) == 20
+
+
+def test_a_client_that_does_not_read_big_replies_stops_being_served(make):
+    """Without limits: the batch stops at BATCH_OUTPUT, and while the
+    transport is full (the client does not read) nothing more runs."""
+    node = make()
+    job = node.connect().call("ADDJOB", "q", "b" * 200_000, "0").split(b"\r\n")[0][1:].decode()
+    c = node.connect()
+    c.proto.dataReceived(cmd("SHOW", job) * 20 + cmd("PING"))
+    assert c.take().count(b"b" * 200_000) == 6
+    c.proto.pauseProducing()                   # the transport is full
+    node.advance(1)
+    assert c.take() == b"" and len(c.proto.pending) == 15 and not c.proto.idle()
+    c.proto.resumeProducing()                  # it drained
+    for _ in range(5):
+        node.reactor.advance(0)
+    rest = c.take()
+    assert rest.count(b"b" * 200_000) == 14 and rest.endswith(b"+PONG\r\n")
+    assert not c.proto.pending and c.proto.queued == 0 and c.proto.idle()
 
 
 def test_monitors_and_waiting_clients_never_time_out(make):

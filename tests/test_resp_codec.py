@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from disque.resp import codec
-from disque.resp.codec import ProtocolError, RequestParser
+from disque.resp.codec import ARG_OVERHEAD, ProtocolError, RequestParser
 
 
 def drain(parser, data=None):
@@ -900,3 +900,26 @@ def test_property_fuzz_never_crashes_and_is_split_invariant(stream, data):
             assert type(e.args[0]) is bytes and e.args[0].startswith(b"Protocol error: ")
         whole = run(stream, **limits)
         assert run(stream, cuts=data.draw(cuts_for(stream)), **limits) == whole
+
+
+# -- what the parser holds (client-query-buffer-limit) --
+
+def test_parser_holds_the_arguments_of_an_incomplete_request():
+    p = RequestParser()
+    p.feed(b"*4\r\n$3\r\nfoo\r\n$5\r\nab")
+    assert p.parse() == [] and p.pending() == 2 and p.held() == 2 + 3 + ARG_OVERHEAD  # "ab" and foo
+    p.feed(b"cde\r\n$2\r\n")
+    assert p.parse() == [] and p.pending() == 0 and p.held() == 3 + 5 + 2 * ARG_OVERHEAD
+    p.feed(b"xy\r\n$1\r\nz\r\n*2\r\n$1\r\nq")
+    assert p.parse() == [[b"foo", b"abcde", b"xy", b"z"]]
+    assert p.held() == p.pending() == 1  # the next request's first payload, not complete
+    p.feed(b"\r\n")
+    assert p.parse() == [] and p.held() == 1 + ARG_OVERHEAD and p.pending() == 0
+
+
+def test_a_protocol_error_lets_go_of_what_the_parser_held():
+    p = RequestParser(max_bulk_len=10)
+    p.feed(b"*3\r\n$3\r\nfoo\r\n$11\r\n")
+    with pytest.raises(ProtocolError, match="invalid bulk length"):
+        p.parse()
+    assert p.held() == 0 and p.pending() == 0

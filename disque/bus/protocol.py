@@ -13,12 +13,28 @@ knows the password no frame of it reaches the node, an outbound link is
 not reported up (so nothing is sent on it), and frames are limited to the
 handshake's size.  A failed or timed-out handshake closes the connection
 and is counted (INFO ``bus_auth_failures``, :mod:`disque.failed_auth`).
+
+Limits (docs/limits.md):
+
+* a frame is at most ``MAX_FRAME`` bytes, and at most ``MAX_FIRST_FRAME``
+  on a connection to our bus port until one frame decoded (whoever connects
+  must first speak the protocol: a peer's first frame is its MEET or PING);
+* a frame's body is gathered in a list of reads and joined once, so a peer
+  sending a big frame in small pieces costs O(frame), not O(frame^2);
+* ``cluster-link-sendbuf-limit``: the protocol is the streaming producer of
+  its transport, only to learn when the transport's buffer is full (the
+  peer does not read; reading from it goes on).  Frames written from then
+  on are counted, and past the limit the connection is aborted: a link
+  reconnects, and what its frames carried is retried by the sender's state
+  machine (see disque.bus.links), so nothing is lost.
 """
 
 import struct
 
+from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Factory
 from twisted.protocols.basic import Int32StringReceiver
+from zope.interface import implementer
 
 from ..logs import logger
 from ..output import BatchOutput, write_now
@@ -28,11 +44,17 @@ log = logger("disque.bus")
 
 # A job body may be as large as a client bulk (512 MB) plus its record.
 MAX_FRAME = 512 * 1024 * 1024 + 64 * 1024
-_LENGTH = struct.Struct(Int32StringReceiver.structFormat).pack  # the frame's length prefix
+# A MEET or PING with the most gossip wire.decode accepts is ~300 KB.
+MAX_FIRST_FRAME = 1024 * 1024
+_PREFIX = struct.Struct(Int32StringReceiver.structFormat)
+_LENGTH = _PREFIX.pack  # the frame's length prefix
 
 
+@implementer(IPushProducer)
 class BusProtocol(BatchOutput, Int32StringReceiver):
     MAX_LENGTH = MAX_FRAME
+    backlog = None  # bytes written since the transport said it is full; None: it is not
+    _parts = None  # the reads of a frame still incomplete (_have bytes, _need wanted)
 
     def __init__(self, runtime, node_id=None, on_connect=None):
         self.runtime = runtime
@@ -45,17 +67,20 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         self.handshake = None  # the cluster-password handshake while it runs
         self.authenticated = False  # no password, or the handshake is done
         self._handshake_timeout = None
+        if node_id is None:
+            self.MAX_LENGTH = MAX_FIRST_FRAME  # until a frame decoded
 
     def connectionMade(self):
         if hasattr(self.transport, "setTcpNoDelay"):
             self.transport.setTcpNoDelay(True)  # small frames must not wait for delayed ACKs
         self.peer_host = self.transport.getPeer().host.encode()
         self.local_host = self.transport.getHost().host.encode()
+        self.transport.registerProducer(self, True)
         self.handshake = self.runtime.bus_handshake(initiator=self.node_id is not None)
         if self.handshake is None:
             self._authenticated()
             return
-        self.MAX_LENGTH = auth.MAX_FRAME
+        self._max_after_handshake, self.MAX_LENGTH = self.MAX_LENGTH, auth.MAX_FRAME
         self._handshake_timeout = self.runtime.reactor.callLater(auth.TIMEOUT, self._handshake_failed,
                                                                  "no handshake within %g s" % auth.TIMEOUT)
         self._write_frame(self.handshake.hello())
@@ -74,11 +99,22 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         # Every frame of this read is handed to the core first, then the
         # effects of all of them go out together (one write per peer and
         # client instead of one per frame).
+        if self._parts is not None:  # the rest of a big frame: join it once
+            self._parts.append(data)
+            self._have += len(data)
+            if self._have < self._need:
+                return
+            data, self._parts = b"".join(self._parts), None
         self.runtime.bus_batch_begin()
         try:
             super().dataReceived(data)
         finally:
             self.runtime.bus_batch_end()
+        rest = self._unprocessed
+        if len(rest) >= _PREFIX.size and not self.closed:
+            need = _PREFIX.size + _PREFIX.unpack_from(rest)[0]
+            if need - len(rest) > len(data):  # more reads to come: keep them aside
+                self._parts, self._have, self._need, self._unprocessed = [rest], len(rest), need, b""
 
     def stringReceived(self, frame):
         if self.closed:
@@ -95,6 +131,7 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
             self.close()
             return
         if self.node_id is None and header.sender != self.sender:
+            self.MAX_LENGTH = MAX_FRAME
             self.sender = header.sender
             self.runtime.bus_inbound(self)
         self.runtime.bus_message(header, msg, self)
@@ -109,13 +146,17 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
             self._write_frame(answer)
         if self.handshake.done:
             self._end_handshake()
-            del self.MAX_LENGTH  # the class's limit again
+            self.MAX_LENGTH = self._max_after_handshake
             self._authenticated()
 
     def _handshake_failed(self, reason):
         self._end_handshake()
         self.runtime.bus_auth_failed(self.peer_host.decode(), reason)
-        self.close()
+        # Closed, not aborted (see close): what is written is at most our two
+        # handshake frames, and the peer must get our proof to see that it
+        # failed too, rather than a reset that may discard it.
+        self.closed = True
+        self.transport.loseConnection()
 
     def _end_handshake(self):
         if self._handshake_timeout is not None and self._handshake_timeout.active():
@@ -132,8 +173,22 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         if self.handshake is not None:
             self._handshake_failed("frame of %d bytes during the handshake" % length)
             return
-        log.warn("Dropping bus link from {peer}: frame of {n} bytes", peer=self.peer_host.decode(), n=length)
+        log.warn("Dropping bus link from {peer}: frame of {n} bytes (at most {limit})",
+                 peer=self.peer_host.decode(), n=length, limit=self.MAX_LENGTH)
         self.close()
+
+    # IPushProducer: the transport's buffer is full / has drained.  Reading
+    # goes on either way (the peer's frames are not replies to ours).
+
+    def pauseProducing(self):
+        if self.backlog is None:  # called at every write while the buffer is full
+            self.backlog = 0
+
+    def resumeProducing(self):
+        self.backlog = None
+
+    def stopProducing(self):
+        pass  # the connection is gone: connectionLost cleans up
 
     def send_frame(self, frame: bytes):
         """Keep ``frame`` for :meth:`flush`, which the runtime calls when the
@@ -146,14 +201,29 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         data = self.take_output()
         if data is not None and not self.closed:
             write_now(self.transport, data)
+            if self.backlog is not None:
+                self.backlog += len(data)
+                limit = self.runtime.bus_sendbuf_limit
+                if limit and self.backlog > limit:
+                    log.warn("Dropping bus link with {peer}: {n} bytes of frames it does not read "
+                             "(cluster-link-sendbuf-limit {limit})", peer=self.peer_host.decode(),
+                             n=self.backlog, limit=limit)
+                    self.closed = True
+                    self.transport.abortConnection()  # they would never drain
 
     def close(self):
         self.closed = True
-        self.transport.loseConnection()
+        # Aborted: frames waiting for a peer that speaks garbage (and may not
+        # read) are not owed to it, and a transport would not close while
+        # they wait.
+        self.transport.abortConnection()
 
     def connectionLost(self, reason):
         self.closed = True
         self._end_handshake()
+        self._parts = None
+        if getattr(self.transport, "producer", None) is self:
+            self.transport.unregisterProducer()
         if self.node_id is not None:
             self.runtime.bus_link_lost(self)
         elif self.sender is not None:

@@ -64,6 +64,9 @@ _HEX = frozenset(b"0123456789abcdefABCDEF")
 _ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
 #: A line without these splits exactly like ``bytes.split()``.
 _NEEDS_SDSSPLIT = re.compile(rb"[\"'\x0b\x0c]").search
+#: What an argument held by the parser costs besides its bytes (the bytes
+#: object's header and its slot in the argument list), for :meth:`held`.
+ARG_OVERHEAD = 40
 
 
 def _string2ll(s):
@@ -88,7 +91,7 @@ def _header_table(prefix, max_value, max_line):
     (``string2ll``, the value limit, the line-length limit); a miss ("$+1",
     "$01", "$-1", too big) just means: take the exact slow path.
     """
-    keys = (prefix + b"%d" % i for i in range(min(9999, max_value) + 1))
+    keys = (prefix + b"%d" % i for i in range(max_value + 1))
     return {k: int(k[1:]) for k in keys if len(k) <= max_line}
 
 
@@ -146,18 +149,28 @@ class RequestParser:
       the line to outgrow ``max_inline_len``.  So waiting for a big payload
       or a long line costs O(new bytes), not O(buffer).
     * ``_error`` set: the stream is dead, parse() raises it on every call.
+    * ``_argv_bytes`` is what the first ``_argv_counted`` arguments of an
+      incomplete ``_argv`` hold (bytes plus ``ARG_OVERHEAD`` each), 0 when
+      no request is incomplete: :meth:`held` is O(1).
     """
 
     def __init__(self, max_bulk_len=512 * 1024 * 1024,
                  max_multibulk_len=1024 * 1024, max_inline_len=64 * 1024):
-        self._max_bulk = max_bulk_len
         self._max_mbulk = max_multibulk_len
         self._max_inline = max_inline_len
-        self._bulks = _header_table(b"$", max_bulk_len, max_inline_len).get
-        self._counts = _header_table(b"*", max_multibulk_len, max_inline_len).get
+        self.set_max_bulk_len(max_bulk_len)
+        self._counts = _header_table(b"*", min(9999, max_multibulk_len), max_inline_len).get
         self._chunks, self._len, self._need, self._term, self._seen = [], 0, 1, None, 0
         self._argv, self._left, self._bulklen = None, 0, -1
+        self._argv_bytes = self._argv_counted = 0
         self._error = None
+
+    def set_max_bulk_len(self, max_bulk_len):
+        """Refuse bulks longer than ``max_bulk_len`` from now on (Redis'
+        ``proto-max-bulk-len``, which CONFIG SET changes for every client).
+        A payload already announced is still awaited."""
+        self._max_bulk = max_bulk_len
+        self._bulks = _header_table(b"$", min(9999, max_bulk_len), self._max_inline).get
 
     def feed(self, data):
         """Buffer ``data`` (parsed by the next parse()).  Data fed after a
@@ -173,6 +186,23 @@ class RequestParser:
     def pending(self):
         """Number of buffered bytes not yet consumed (Redis' ``qbuf``)."""
         return self._len
+
+    def held(self):
+        """What this parser holds for requests not complete yet: the
+        unparsed bytes, plus the arguments of a multibulk request read so
+        far (each its bytes plus ``ARG_OVERHEAD``).  This is what
+        ``client-query-buffer-limit`` bounds: a request of many big
+        arguments grows it even though each argument leaves the buffer."""
+        return self._len + self._argv_bytes
+
+    def peek(self, n):
+        """The first ``n`` unparsed bytes (for a log line)."""
+        head = b""
+        for chunk in self._chunks:
+            head += chunk[:n - len(head)]
+            if len(head) >= n:
+                break
+        return head
 
     def feed_parse(self, data):
         """``feed(data)`` then ``parse()``, with a shortcut for the common
@@ -222,6 +252,7 @@ class RequestParser:
         except ProtocolError as e:
             self._error = e
             self._chunks, self._len, self._argv, self._left = [], 0, None, 0
+            self._argv_bytes = self._argv_counted = 0
             if out:
                 return out
             raise
@@ -307,6 +338,17 @@ class RequestParser:
                     args = [a for a in _sdssplitargs(line) if a]
                 if args:
                     out.append(args)
+        if left:  # an incomplete request: count its new arguments only
+            counted = self._argv_counted if argv is self._argv else 0
+            if counted < len(argv):
+                new = argv[counted:]
+                self._argv_bytes = (self._argv_bytes if counted else 0) + sum(map(len, new)) \
+                    + ARG_OVERHEAD * len(new)
+                self._argv_counted = len(argv)
+            elif not counted:
+                self._argv_bytes = self._argv_counted = 0
+        else:
+            self._argv_bytes = self._argv_counted = 0
         self._argv, self._left, self._bulklen = argv, left, bulklen
         return pos
 

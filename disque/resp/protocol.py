@@ -15,7 +15,25 @@ the original: the bytes written while the transport is full are counted
 (Twisted's own 64 KB buffer comes before them, as the kernel's socket buffer
 comes before the original's reply list), and the client is dropped at once
 when they exceed the hard limit, or when they stay above the soft limit for
-more than the soft seconds.  0 disables a limit.
+more than the soft seconds.  0 disables a limit.  The replies a batch makes
+count too, as they are made: a pipeline of requests for big replies is
+dropped once the hard limit is passed, without making the rest of them.
+
+One read can hold a thousand requests, each asking for a big reply (SHOW
+of a large job): a batch stops once its replies pass ``BATCH_OUTPUT``
+bytes, and the requests left wait (as behind a parked command) until the
+replies are written and the transport has room -- at once if the client
+reads, else when it drains.  So even without limits, a client that does not
+read holds at most about ``BATCH_OUTPUT`` plus one reply of the node's
+memory in replies to its requests.
+
+Input is bounded the same way: ``client-query-buffer-limit`` bounds what a
+client's requests hold before they run -- the parser's unparsed bytes and
+the arguments of an incomplete request (:meth:`RequestParser.held`) plus
+the requests waiting behind a parked command -- and a client past it is
+closed at once, with a log line, as in the original.
+``proto-max-bulk-len`` is the parser's bulk limit (``-ERR Protocol error:
+invalid bulk length``).
 
 Connection policies read their directive when they apply, so CONFIG SET
 takes effect for the next connection (``maxclients``, ``tcp-keepalive``) or
@@ -28,6 +46,7 @@ settings), and :meth:`RespProtocol.idle` is what ``timeout`` asks
 
 import socket
 from collections import deque
+from itertools import islice
 
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Factory, Protocol
@@ -36,12 +55,21 @@ from zope.interface import implementer
 
 from ..logs import logger
 from ..output import BatchOutput, write_now
-from .codec import ProtocolError, RequestParser
+from .codec import ARG_OVERHEAD, ProtocolError, RequestParser
 from .reply import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
 
 log = logger("disque.clients")
 
 MAX_CLIENTS_ERROR = b"-ERR max number of clients reached\r\n"
+#: Bytes of replies after which a batch stops running a client's requests
+#: until they are written (see the module docstring).
+BATCH_OUTPUT = 1024 * 1024
+
+
+def request_size(commands) -> int:
+    """What parsed requests hold, counted as :meth:`RequestParser.held`
+    counts an incomplete one."""
+    return sum(sum(map(len, argv)) + ARG_OVERHEAD * len(argv) for argv in commands)
 
 
 def set_keepalive(transport, seconds: int) -> None:
@@ -65,10 +93,13 @@ class RespProtocol(BatchOutput, Protocol):
     input_error = None  # a protocol error waiting for the parked pipeline ahead of it
     backlog = None  # bytes written since the transport said it is full; None: it is not
     over_soft_since = None  # node time (ms) the backlog went above the soft limit
+    queued = 0  # request_size(self.pending)
+    held_back = False  # a batch stopped at BATCH_OUTPUT: self.pending goes on once written
+    _go_on_call = None
 
     def __init__(self, runtime):
         self.runtime = runtime
-        self.parser = RequestParser()
+        self.parser = RequestParser(max_bulk_len=runtime.max_bulk_len)
         self.pending = deque()
         self.slots = None  # deque of replies (bytes | ReplySlot) held behind an unfilled slot
 
@@ -99,18 +130,25 @@ class RespProtocol(BatchOutput, Protocol):
     # IPushProducer: the transport's buffer is full / has drained.
 
     def pauseProducing(self):
+        # Twisted calls this at every write while its buffer is full: the
+        # count starts at the first call only.
         self.transport.pauseProducing()  # stop reading requests
-        self.backlog = 0
+        if self.backlog is None:
+            self.backlog = 0
 
     def resumeProducing(self):
         self.backlog = self.over_soft_since = None
         self.transport.resumeProducing()
+        if self.held_back:
+            self._schedule_go_on()
 
     def stopProducing(self):
         pass  # the connection is gone: connectionLost cleans up
 
     def connectionLost(self, reason=None):
         self.closing = True
+        if self._go_on_call is not None and self._go_on_call.active():
+            self._go_on_call.cancel()
         if getattr(self.transport, "producer", None) is self:
             self.transport.unregisterProducer()  # leave no transport <-> protocol cycle behind
         if self.client is not None:
@@ -137,10 +175,16 @@ class RespProtocol(BatchOutput, Protocol):
         self.client.qbuf = parser.pending()
         if self.pending or self.parked:
             self.pending.extend(commands)
+            self.queued += request_size(commands)
             commands = ()
+        if parser.held() + self.queued > runtime.query_buffer_limit:
+            self._query_limit_reached()
+            return
         runtime.set_time()
         self.client.atime = runtime.node.now // 1000  # CLIENT LIST idle=
         out = self._run(commands)
+        if commands and self.pending:  # parked with requests of this read behind it
+            self.queued = request_size(self.pending)
         if error is not None and (self.parked or self.pending):
             self.input_error = error  # answered in turn, by resume()
             error = None
@@ -149,15 +193,31 @@ class RespProtocol(BatchOutput, Protocol):
         if out:
             self._emit(out)
         if error is not None:
-            self.closing = True
-            self.transport.loseConnection()
+            self.close()
         runtime.after_batch()
 
+    def _query_limit_reached(self):
+        """Close this client at once: its requests hold more than
+        ``client-query-buffer-limit`` (nothing of this read runs)."""
+        log.warn("Closing client that reached max query buffer length: addr={addr} qbuf={qbuf} "
+                 "held={held} (qbuf initial bytes: {head!r})", addr=self.client.addr.decode(),
+                 qbuf=self.parser.pending(), held=self.parser.held() + self.queued, head=self.parser.peek(64))
+        self.closing = True
+        self.pending.clear()
+        self.queued = 0
+        self.transport.abortConnection()  # its replies may never be read either
+
     def _run(self, commands, out=None):
-        """Execute ``commands`` until one parks the client; queue the rest."""
+        """Execute ``commands`` until one parks the client; queue the rest.
+        With a hard output limit, the replies made count against it as they
+        are made (see the module docstring)."""
         if out is None:
             out = []
         runtime = self.runtime
+        hard = runtime.output_limits[0]
+        room = hard - (self.backlog or 0) if hard else BATCH_OUTPUT  # before the limit
+        stop_at = min(room, BATCH_OUTPUT)
+        made = 0
         ctx = runtime.ctx
         node = ctx.node
         client = self.client
@@ -181,6 +241,16 @@ class RespProtocol(BatchOutput, Protocol):
                 self.slots = deque()
             if mode == REPLY_ON:
                 out.append(result)
+                if type(result) is bytes:
+                    made += len(result)
+                    if made > stop_at:
+                        if hard and made > room:
+                            out.clear()
+                            self._output_limit_reached(made + (self.backlog or 0))
+                            break
+                        self.pending.extend(it)
+                        self.held_back = bool(self.pending)
+                        break
             elif mode == REPLY_SKIP_NEXT:  # CLIENT REPLY SKIP itself: silent
                 client.reply_mode = REPLY_SKIP
             elif mode == REPLY_SKIP:
@@ -208,9 +278,27 @@ class RespProtocol(BatchOutput, Protocol):
         if self.backlog is not None:
             self.backlog += len(data)
             self._check_output_limits()
+        elif self.held_back:  # written, and the transport has room
+            self._schedule_go_on()
+
+    def _schedule_go_on(self):
+        if self._go_on_call is None and not self.closing:
+            self._go_on_call = self.runtime.reactor.callLater(0, self._go_on)
+
+    def _go_on(self):
+        """Run the requests a batch held back (BATCH_OUTPUT), as a batch of
+        their own, unless the transport filled up again meanwhile."""
+        self._go_on_call = None
+        if self.closing or not self.held_back or self.backlog is not None:
+            return
+        self.held_back = False
+        runtime = self.runtime
+        runtime.set_time()
+        self.resume()
+        runtime.after_batch()
 
     def _check_output_limits(self):
-        hard, soft, seconds = self.runtime.config["client-output-buffer-limit"]["normal"]
+        hard, soft, seconds = self.runtime.output_limits
         now = self.runtime.node.now
         if soft and self.backlog > soft:
             if self.over_soft_since is None:
@@ -219,10 +307,15 @@ class RespProtocol(BatchOutput, Protocol):
             self.over_soft_since = None
         over_soft = self.over_soft_since is not None and now - self.over_soft_since > seconds * 1000
         if (hard and self.backlog > hard) or over_soft:
-            log.warn("Client {addr} closed for overcoming of output buffer limits ({n} bytes waiting)",
-                     addr=self.client.addr.decode(), n=self.backlog)
-            self.closing = True
-            self.transport.abortConnection()  # what waits may never be read
+            self._output_limit_reached(self.backlog)
+
+    def _output_limit_reached(self, waiting):
+        log.warn("Client {addr} closed for overcoming of output buffer limits ({n} bytes waiting)",
+                 addr=self.client.addr.decode(), n=waiting)
+        self.closing = True
+        self.pending.clear()
+        self.queued = 0
+        self.transport.abortConnection()  # what waits may never be read
 
     def _emit(self, out):
         """Write ``out`` (one batch of replies), or queue it behind a reply
@@ -272,6 +365,10 @@ class RespProtocol(BatchOutput, Protocol):
         pending = self.pending
         self.pending = deque()
         self._run(pending, out)
+        if self.pending:  # parked again: the requests run leave the count
+            self.queued -= request_size(islice(pending, len(pending) - len(self.pending)))
+        else:
+            self.queued = 0
         error = self.input_error
         if error is not None and not (self.parked or self.pending):
             out.append(b"-ERR " + error + b"\r\n")
@@ -281,7 +378,12 @@ class RespProtocol(BatchOutput, Protocol):
             self.close()
 
     def close(self):
+        """Close once what was written is sent.  The producer goes first: a
+        transport whose buffer drains with its producer paused resumes the
+        producer instead of closing."""
         self.closing = True
+        if getattr(self.transport, "producer", None) is self:
+            self.transport.unregisterProducer()
         self.transport.loseConnection()
 
     def idle(self) -> bool:
