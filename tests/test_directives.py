@@ -164,6 +164,34 @@ def test_wrong_auth_passwords_are_counted_and_logged_once_a_minute(make):
     assert b"bus_auth_failures:0\r\n" in c.call("INFO", "STATS")
 
 
+def test_before_auth_requests_are_limited_as_in_redis(make):
+    """Redis 6.2.6+: a client that has not authenticated may not send more
+    than 10 arguments or a bulk over 16384 bytes; an AUTH earlier in the
+    same pipeline lifts the limits for what follows it."""
+    big = cmd("ADDJOB", "q", "x" * 20000, "0")
+    node = make(requirepass="s3cret")
+    c = node.connect()
+    c.proto.dataReceived(b"*11\r\n")
+    assert c.take() == b"-ERR Protocol error: unauthenticated multibulk length\r\n" and c.closed
+    c = node.connect()
+    c.proto.dataReceived(cmd("PING") + big)
+    assert c.take() == NOAUTH + b"-ERR Protocol error: unauthenticated bulk length\r\n" and c.closed
+    c = node.connect()
+    c.proto.dataReceived(cmd("AUTH", "guess") + big)
+    assert c.take() == b"-ERR invalid password\r\n-ERR Protocol error: unauthenticated bulk length\r\n"
+    c = node.connect()
+    c.proto.dataReceived(cmd("AUTH", "s3cret") + big + cmd("QLEN", "q"))
+    reply = c.take()
+    assert reply.startswith(b"+OK\r\n+D-") and reply.endswith(b":1\r\n") and not c.closed
+    assert make().connect().call("ADDJOB", "q", "x" * 20000, "0").startswith(b"+D-")  # no requirepass
+    c = node.connect()  # the password removed at run time: nobody is held to them
+    assert c.call("CONFIG", "SET", "requirepass", "") == NOAUTH
+    admin = node.connect()
+    admin.call("AUTH", "s3cret")
+    admin.call("CONFIG", "SET", "requirepass", "")
+    assert c.call("ADDJOB", "q", "x" * 20000, "0").startswith(b"+D-")
+
+
 @effect("cluster-password")
 def _cluster_password(make):
     """The bus handshake (tests/test_bus_password.py shows it on the wire)."""

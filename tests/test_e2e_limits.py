@@ -123,6 +123,30 @@ def test_a_request_past_a_protocol_limit_is_refused_with_the_redis_error(lnode, 
     healthy(lnode)
 
 
+def test_a_client_that_has_not_authenticated_gets_redis_pre_auth_limits(tmp_path):
+    """With requirepass: a bulk over 16384 bytes or more than 10 arguments
+    before AUTH get Redis' errors at the header, however the rest trickles
+    in; after AUTH in the same pipeline, big requests are served."""
+    node = NodeProcess(tmp_path, args=["--requirepass", "s3cret"]).start()
+    try:
+        for data, error in ((b"*1\r\n$100000000\r\n" + b"x" * 500_000, b"unauthenticated bulk length"),
+                            (b"*100\r\n" + b"$1\r\nx\r\n" * 100, b"unauthenticated multibulk length")):
+            s = socket.create_connection(("127.0.0.1", node.port))
+            got, _ = closed_by_node(s, data)
+            s.close()
+            assert got == b"-ERR Protocol error: " + error + b"\r\n"
+        c = node.client()
+        c.send(Client.encode("AUTH", "s3cret") + Client.encode("ADDJOB", "q", "x" * 100_000, "0"))
+        assert c.read() == b"OK" and c.read().startswith(b"D-")
+        c.close()
+        c = node.client()
+        assert c.call("AUTH", "s3cret") == b"OK"
+        assert c.call("PING") == b"PONG"
+        c.close()
+    finally:
+        node.stop()
+
+
 def test_a_big_argument_trickled_in_is_taken_and_a_bigger_one_refused(lnode):
     c = lnode.client()
     body = os.urandom(MB // 2) * 2                      # exactly proto-max-bulk-len

@@ -923,3 +923,66 @@ def test_a_protocol_error_lets_go_of_what_the_parser_held():
     with pytest.raises(ProtocolError, match="invalid bulk length"):
         p.parse()
     assert p.held() == 0 and p.pending() == 0
+
+
+# -- before AUTH: Redis' limits for clients that have not authenticated --------
+
+def mb(*args):
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+def preauth_run(data, chunk):
+    """Feed ``data`` in ``chunk``-byte pieces to a parser under the pre-AUTH
+    limits: (commands, what it refused or None)."""
+    parser = RequestParser()
+    parser.set_preauth(True)
+    out = []
+    for i in range(0, len(data), chunk):
+        out.extend(drain(parser, data[i:i + chunk])[0])
+    return out, parser.preauth_refused, parser
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 10 ** 6])
+@pytest.mark.parametrize("data, refused", [
+    (mb(*[b"a"] * 10), None),
+    (mb(*[b"a"] * 11), b"Protocol error: unauthenticated multibulk length"),
+    (mb(b"AUTH", b"x" * 16384), None),
+    (mb(b"AUTH", b"x" * 16385), b"Protocol error: unauthenticated bulk length"),
+    (b"*1\r\n$100000000\r\n", b"Protocol error: unauthenticated bulk length"),
+])
+def test_preauth_limits_stop_at_the_header(data, refused, chunk):
+    commands, got, _ = preauth_run(data, chunk)
+    assert got == refused
+    assert (commands == []) == (refused is not None)
+
+
+def test_preauth_limits_come_after_the_general_checks():
+    parser = RequestParser()
+    parser.set_preauth(True)
+    assert drain(parser, b"*1\r\n$-3\r\n") == ([], b"Protocol error: invalid bulk length")
+    parser = RequestParser()
+    parser.set_preauth(True)
+    assert drain(parser, b"*2000000\r\n") == ([], b"Protocol error: invalid multibulk length")
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 10 ** 6])
+@pytest.mark.parametrize("big", [mb(*[b"a"] * 12), mb(b"ADDJOB", b"q", b"x" * 20000, b"0")])
+def test_lifting_the_limits_resumes_at_the_stopped_header(big, chunk):
+    """AUTH pipelined with a big request: the requests before the stop come
+    out, and once the caller lifts the limits the big one follows intact."""
+    data = mb(b"AUTH", b"pw") + big + mb(b"PING")
+    commands, refused, parser = preauth_run(data, chunk)
+    assert commands == [[b"AUTH", b"pw"]] and refused is not None
+    assert parser.parse() == []  # stopped: nothing until lifted
+    parser.set_preauth(False)
+    assert parser.preauth_refused is None
+    rest = drain(parser)[0]
+    assert rest == drain(RequestParser(), big + mb(b"PING"))[0]
+
+
+def test_preauth_counts_what_it_holds():
+    parser = RequestParser()
+    parser.set_preauth(True)
+    drain(parser, mb(b"AUTH", b"pw") + b"*2\r\n$3\r\nabc\r\n$99999\r\n" + b"x" * 1000)
+    assert parser.preauth_refused is not None
+    assert parser.held() == len(b"$99999\r\n") + 1000 + 3 + ARG_OVERHEAD

@@ -18,6 +18,16 @@ byte by byte yields the same commands and error.  With the default limits
 this differs from Redis only in those read-timing cases (pipelined
 ``PING\\nPING\\n`` gives two PINGs here; Redis reads ``ING`` second).
 
+Before AUTH (``requirepass`` set, the client not authenticated yet) the
+limits are those of Redis 6.2.6+/7 for such clients: a multibulk of more
+than 10 arguments or a bulk longer than 16384 bytes is refused with
+``Protocol error: unauthenticated multibulk length`` / ``... bulk length``
+(:meth:`RequestParser.set_preauth`).  As Redis checks them request by
+request, the parser stops at such a header instead of failing: the
+requests before it are returned, and the caller, having run them, either
+lifts the limits (an AUTH among them succeeded) and parses on from that
+very header, or answers :attr:`RequestParser.preauth_refused`.
+
 Speed: canonical multibulk requests (what client libraries send) are cut out
 of a ``split(b"\\r\\n")`` window and checked by dict lookups, at C speed; the
 rest uses bytes.find and slicing, with a per-byte loop only for quoted
@@ -55,6 +65,13 @@ _BIG_MBULK = b"Protocol error: too big mbulk count string"
 _BIG_BULK = b"Protocol error: too big bulk count string"
 _BIG_INLINE = b"Protocol error: too big inline request"
 _QUOTES = b"Protocol error: unbalanced quotes in request"
+_UNAUTH_MBULK = b"Protocol error: unauthenticated multibulk length"
+_UNAUTH_BULK = b"Protocol error: unauthenticated bulk length"
+#: Redis' limits for a client that has not authenticated yet.
+PREAUTH_MAX_MULTIBULK = 10
+PREAUTH_MAX_BULK = 16384
+#: _need while stopped at a header refused before AUTH: parse() waits.
+_STOPPED = 1 << 62
 
 #: Bytes split at a time by the fast path: bounds the list of lines a
 #: payload full of CRLFs could create, and stays cache friendly.
@@ -152,25 +169,48 @@ class RequestParser:
     * ``_argv_bytes`` is what the first ``_argv_counted`` arguments of an
       incomplete ``_argv`` hold (bytes plus ``ARG_OVERHEAD`` each), 0 when
       no request is incomplete: :meth:`held` is O(1).
+    * ``preauth_refused`` set (only with :meth:`set_preauth` on): the
+      unparsed bytes start at the header that broke a pre-AUTH limit, and
+      parse() returns nothing until :meth:`set_preauth` lifts the limits.
     """
 
     def __init__(self, max_bulk_len=512 * 1024 * 1024,
                  max_multibulk_len=1024 * 1024, max_inline_len=64 * 1024):
         self._max_mbulk = max_multibulk_len
         self._max_inline = max_inline_len
-        self.set_max_bulk_len(max_bulk_len)
-        self._counts = _header_table(b"*", min(9999, max_multibulk_len), max_inline_len).get
+        self._max_bulk = max_bulk_len
+        self.preauth = False
+        self._tables()
         self._chunks, self._len, self._need, self._term, self._seen = [], 0, 1, None, 0
         self._argv, self._left, self._bulklen = None, 0, -1
         self._argv_bytes = self._argv_counted = 0
         self._error = None
+        self.preauth = False
+        self.preauth_refused = None
 
     def set_max_bulk_len(self, max_bulk_len):
         """Refuse bulks longer than ``max_bulk_len`` from now on (Redis'
         ``proto-max-bulk-len``, which CONFIG SET changes for every client).
         A payload already announced is still awaited."""
         self._max_bulk = max_bulk_len
-        self._bulks = _header_table(b"$", min(9999, max_bulk_len), self._max_inline).get
+        self._tables()
+
+    def set_preauth(self, on: bool):
+        """Apply the pre-AUTH limits (see the module docstring) or lift
+        them; lifting them resumes parsing at a header they stopped."""
+        self.preauth = on
+        self._tables()
+        if not on and self.preauth_refused is not None:
+            self.preauth_refused = None
+            self._need = 1
+
+    def _tables(self):
+        """The fast path's header tables: no hit beyond a limit."""
+        bulk, count = min(9999, self._max_bulk), min(9999, self._max_mbulk)
+        if self.preauth:
+            bulk, count = min(bulk, PREAUTH_MAX_BULK), min(count, PREAUTH_MAX_MULTIBULK)
+        self._bulks = _header_table(b"$", bulk, self._max_inline).get
+        self._counts = _header_table(b"*", count, self._max_inline).get
 
     def feed(self, data):
         """Buffer ``data`` (parsed by the next parse()).  Data fed after a
@@ -410,4 +450,8 @@ class RequestParser:
             raise ProtocolError(_BAD_BULK)
         if not bulk and (v is None or v > self._max_mbulk):
             raise ProtocolError(_BAD_MBULK)
+        if self.preauth and v > (PREAUTH_MAX_BULK if bulk else PREAUTH_MAX_MULTIBULK):
+            self.preauth_refused = _UNAUTH_BULK if bulk else _UNAUTH_MBULK
+            self._need = _STOPPED  # stop here, _run saves the state: see set_preauth
+            return None
         return v, cr

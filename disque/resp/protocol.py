@@ -164,6 +164,8 @@ class RespProtocol(BatchOutput, Protocol):
         runtime = self.runtime
         runtime.ctx.stats.net_in += len(data)
         parser = self.parser
+        if not self.client.authenticated or parser.preauth:
+            self._follow_auth()
         error = None
         commands = []
         try:
@@ -183,6 +185,8 @@ class RespProtocol(BatchOutput, Protocol):
         runtime.set_time()
         self.client.atime = runtime.node.now // 1000  # CLIENT LIST idle=
         out = self._run(commands)
+        if parser.preauth_refused is not None and error is None:
+            error = self._after_preauth_stop(out)
         if commands and self.pending:  # parked with requests of this read behind it
             self.queued = request_size(self.pending)
         if error is not None and (self.parked or self.pending):
@@ -195,6 +199,38 @@ class RespProtocol(BatchOutput, Protocol):
         if error is not None:
             self.close()
         runtime.after_batch()
+
+    def _follow_auth(self):
+        """The parser applies Redis' limits for clients that have not
+        authenticated (disque.resp.codec) exactly while this one must."""
+        want = not self.client.authenticated and bool(self.runtime.config["requirepass"])
+        if self.parser.preauth != want:
+            self.parser.set_preauth(want)
+
+    def _after_preauth_stop(self, out):
+        """The parser stopped at a request too big for a client that has not
+        authenticated, after the requests before it ran.  If one of them
+        was a good AUTH, parse on and run (or queue) the rest; return the
+        error to answer, if any."""
+        parser = self.parser
+        while parser.preauth_refused is not None:
+            self._follow_auth()
+            if parser.preauth_refused is not None:
+                return parser.preauth_refused
+            more, error = [], None
+            try:
+                more = parser.parse()
+                if more and parser.failed():
+                    parser.parse()
+            except ProtocolError as e:
+                error = e.args[0]
+            if self.pending or self.parked:
+                self.pending.extend(more)
+            else:
+                self._run(more, out)
+            if error is not None:
+                return error
+        return None
 
     def _query_limit_reached(self):
         """Close this client at once: its requests hold more than
