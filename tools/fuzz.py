@@ -35,7 +35,6 @@ stdout (``--json`` adds a machine-readable line).
 """
 
 import argparse
-import errno
 import json
 import os
 import random
@@ -53,7 +52,9 @@ for _p in (HERE, ROOT):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from fuzzgen import ANY, BusGen, RespGen, encode_command  # noqa: E402
+from fuzzgen import ANY, BusGen, RespGen  # noqa: E402
+
+import hiredis  # noqa: E402
 
 from disque.bus import wire  # noqa: E402
 from disque.core import messages  # noqa: E402
@@ -271,10 +272,12 @@ def rss_kb(pid):
 
 class Pump:
     """Many concurrent connections, each writing its payload in random
-    pieces while its replies are read and dropped, until the node closes
-    it (EOF after our half-close, or after a protocol error)."""
+    pieces while its replies are read, until the node closes it (EOF after
+    our half-close, or after a protocol error).  With ``check_replies``
+    each connection's replies go through hiredis: bytes that are not RESP
+    are counted in ``bad_replies`` (``bad_sample`` keeps the first)."""
 
-    def __init__(self, host, port, rng, concurrency, close_timeout):
+    def __init__(self, host, port, rng, concurrency, close_timeout, check_replies=False):
         self.addr = (host, port)
         self.rng = rng
         self.concurrency = concurrency
@@ -282,6 +285,10 @@ class Pump:
         self.sel = selectors.DefaultSelector()
         self.stuck = 0  # connections the node left open past close_timeout
         self.refused = 0
+        self.check_replies = check_replies
+        self.replies = 0
+        self.bad_replies = 0
+        self.bad_sample = None
 
     def run(self, payloads):
         sel, rng = self.sel, self.rng
@@ -297,15 +304,19 @@ class Pump:
                     continue
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 s.setblocking(False)
-                sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE, [memoryview(data), 0, None])
+                reader = hiredis.Reader() if self.check_replies else None
+                sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE, [memoryview(data), 0, None, reader])
                 live += 1
             for key, ev in sel.select(timeout=1.0):
                 s, st = key.fileobj, key.data
                 done = False
                 if ev & selectors.EVENT_READ:
                     try:
-                        if not s.recv(262144):
+                        chunk = s.recv(262144)
+                        if not chunk:
                             done = True
+                        elif st[3] is not None:
+                            self._replies(st, chunk)
                     except BlockingIOError:
                         pass
                     except OSError:
@@ -334,7 +345,7 @@ class Pump:
                     s.close()
                     live -= 1
             now = time.monotonic()
-            for key in list(sel.get_map().values()):  # idle ones the select above did not return
+            for key in list(sel.get_map().values()):  # noqa: B007  # idle ones the select above did not return
                 st = key.data
                 if st[2] is not None and now - st[2] > self.close_timeout:
                     self.stuck += 1
@@ -343,17 +354,32 @@ class Pump:
                     live -= 1
 
 
+    def _replies(self, st, chunk):
+        reader = st[3]
+        reader.feed(chunk)
+        try:
+            while reader.gets() is not False:
+                self.replies += 1
+        except hiredis.ProtocolError as e:
+            self.bad_replies += 1
+            if self.bad_sample is None:
+                self.bad_sample = "%s in %r" % (e, chunk[:300])
+            st[3] = None
+
+
 class LiveNode:
     """A real node (tests/support.py NodeProcess), a control client and a
     victim client with its jobs."""
 
     VICTIMS = 50
 
+    NODE_TIMEOUT_MS = 1000  # handshakes with addresses nobody answers at expire after this
+
     def __init__(self, workdir, rng):
         sys.path.insert(0, os.path.join(ROOT, "tests"))
         from support import Client, NodeProcess
         self.Client = Client
-        self.node = NodeProcess(workdir).start()
+        self.node = NodeProcess(workdir, args=("--cluster-node-timeout", str(self.NODE_TIMEOUT_MS))).start()
         self.ctl = Client(self.node.port)
         self.victim = Client(self.node.port)
         self.queue = b"victim:" + rng.randbytes(8).hex().encode()
@@ -458,11 +484,19 @@ def _resp_clean(data):
 _FRAME_LEN = wire._U32.pack
 
 
-def _bus_items(gen, rng, n, report):
+def _bus_items(gen, rng, n, report, announced):
+    """Framed inputs; ``announced`` gets the sender of every MEET among
+    them (the open bus adds those: expected members, not bogus ones)."""
     items = []
     for _ in range(n):
         cat, frame, expected = gen.next()
         report.by_category[cat] += 1
+        try:
+            header, msg = wire.decode(frame)
+            if type(msg) is messages.Meet:
+                announced.add(header.sender)
+        except wire.WireError:
+            pass
         clean = expected is not None and expected is not ANY
         data = _FRAME_LEN(len(frame)) + frame
         if not clean and rng.random() < 0.05:  # a hostile length prefix instead
@@ -470,6 +504,31 @@ def _bus_items(gen, rng, n, report):
                                b"\x00\x00"])
         items.append((data, clean))
     return items
+
+
+def _end_checks(report, live, senders, rss):
+    """The victim's jobs, the cluster table, the RSS once the fuzzer's own
+    jobs are deleted."""
+    if not live.alive():
+        return
+    deleted = live.delete_fuzz_jobs()
+    report.extra["fuzz jobs deleted at the end"] = deleted
+    time.sleep(0.5)
+    rss["end"] = rss_kb(live.pid)
+    for problem in live.check_victim():
+        report.finding("victim", problem)
+    # Gossip about unknown nodes starts handshakes; nobody answers at those
+    # addresses, so they must expire (after the node timeout, 1 s here).
+    nodes = live.cluster_nodes()
+    report.extra["handshakes pending after the run"] = sum(1 for line in nodes if " handshake " in line)
+    deadline = time.monotonic() + 10 * live.NODE_TIMEOUT_MS / 1000.0 + 5
+    while any(" handshake " in line for line in nodes) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        nodes = live.cluster_nodes()
+    report.extra["cluster nodes at the end (each announced by a MEET)"] = len(nodes) - 1
+    bogus = [line for line in nodes if line.split()[0].encode() not in senders and "myself" not in line]
+    if bogus:
+        report.finding("membership", "%d nodes the fuzzer did not announce stay: %r" % (len(bogus), bogus[:3]))
 
 
 def fuzz_live(target, count, seed, args):
@@ -485,15 +544,16 @@ def fuzz_live(target, count, seed, args):
 
 def _fuzz_live(target, count, seed, args, report, rng, live):
     port = live.node.port + (10000 if target == "bus" else 0)
-    pump = Pump("127.0.0.1", port, rng, args.concurrency, args.ping_timeout)
-    senders = [bytes(rng.choice(b"0123456789abcdef") for _ in range(40)) for _ in range(4)]
+    pump = Pump("127.0.0.1", port, rng, args.concurrency, args.ping_timeout, check_replies=target == "resp")
+    pool = [bytes(rng.choice(b"0123456789abcdef") for _ in range(40)) for _ in range(4)]
+    senders = set(pool)  # grows with every sender a MEET announces
     if target == "resp":
         gen = RespGen(seed)
     else:
-        gen = BusGen(seed, senders=senders)
+        gen = BusGen(seed, senders=pool, live=True)
         # Each bus connection says who it is first, as a peer does: the
         # node adds the sender, and job messages from it reach the core.
-        closed_port = live.node.port + 1  # nothing listens on its bus port: links to it fail
+        announced = (gen.host, live.node.port + 1)  # an address links to fail at (see BusGen)
     rss = {"start": rss_kb(live.pid)}
     sent = 0
     half = count // 2
@@ -509,10 +569,10 @@ def _fuzz_live(target, count, seed, args, report, rng, live):
                 items.append((data, _resp_clean(data)))
             payloads = _connection_payloads(rng, items, args.per_conn)
         else:
-            items = _bus_items(gen, rng, n, report)
+            items = _bus_items(gen, rng, n, report, senders)
             payloads = []
             for p in _connection_payloads(rng, items, args.per_conn):
-                meet = wire.encode(messages.Header(rng.choice(senders), b"127.0.0.1", closed_port, 0),
+                meet = wire.encode(messages.Header(rng.choice(pool), announced[0], announced[1], 0),
                                    messages.Meet(()))
                 payloads.append(_FRAME_LEN(len(meet)) + meet + p)
         pump.run(payloads)
@@ -527,28 +587,28 @@ def _fuzz_live(target, count, seed, args, report, rng, live):
             report.finding("node", "PING failed after %d inputs: %s" % (sent, e))
             break
         if sent == half:
-            live.delete_fuzz_jobs()
+            try:
+                live.delete_fuzz_jobs()
+            except (OSError, hiredis.ProtocolError, ValueError) as e:
+                report.finding("node", "deleting the fuzzer's jobs failed: %s" % _exc(e))
             time.sleep(0.5)
             rss["half"] = rss_kb(live.pid)
         if args.progress:
             print("  live %s %d (%.0f/s) rss %d kB" % (target, sent, sent / (time.perf_counter() - t0),
                                                      rss_kb(live.pid)), file=sys.stderr)
     report.seconds = time.perf_counter() - t0
-    if live.alive():
-        deleted = live.delete_fuzz_jobs()
-        time.sleep(0.5)
-        rss["end"] = rss_kb(live.pid)
-        for problem in live.check_victim():
-            report.finding("victim", problem)
-        nodes = live.cluster_nodes()
-        report.extra["cluster nodes at the end"] = len(nodes)
-        bogus = [line for line in nodes if line.split()[0].encode() not in senders and "myself" not in line]
-        if bogus:
-            report.finding("membership", "%d nodes the fuzzer did not announce: %r" % (len(bogus), bogus[:3]))
-        report.extra["fuzz jobs deleted at the end"] = deleted
+    try:
+        _end_checks(report, live, senders, rss)
+    except (OSError, hiredis.ProtocolError, ValueError) as e:
+        report.finding("node", "end checks failed: %s" % _exc(e))
     for line in live.log_problems()[:5]:
         report.finding("log", line)
     report.extra["stuck connections"] = pump.stuck
+    if target == "resp":
+        report.extra["replies read"] = pump.replies
+    if pump.bad_replies:
+        report.finding("reply", "%d connections got bytes that are not RESP, first: %s"
+                       % (pump.bad_replies, pump.bad_sample))
     if pump.stuck:
         report.finding("node", "%d connections not closed within %.0f s of our half-close"
                        % (pump.stuck, args.ping_timeout))

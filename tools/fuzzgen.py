@@ -25,11 +25,13 @@ the victim's queue or jobs, which is the property under test (a request
 must not affect anything it does not name).
 """
 
+import binascii
 import random
 import struct
 
 from disque.bus import wire
 from disque.core import messages
+from disque.core.job import MAX_JOB_COUNTER, MAX_JOB_SECONDS
 
 __all__ = ["ANY", "BusGen", "FUZZ_QUEUES", "RespGen", "encode_command"]
 
@@ -37,7 +39,16 @@ ANY = object()
 
 FUZZ_QUEUES = [b"fuzz:%d" % i for i in range(8)] + [b"", b"fuzz \"q\"", b"fuzz\r\nq", b"\x00\xff"]
 
-_HEXDIGITS = b"0123456789abcdef"
+_WORDY = bytes(b"abcxyz019 _-:"[i % 13] for i in range(256))  # bytes.translate table: random -> wordy
+
+
+def _hex(rng, n):
+    """``n`` (even) random lowercase hex digits."""
+    return rng.randbytes(n // 2).hex().encode()
+
+
+def _b64(rng, nbytes):
+    return binascii.b2a_base64(rng.randbytes(nbytes), newline=False)
 
 
 def encode_command(args) -> bytes:
@@ -59,7 +70,7 @@ class _Values:
         r = rng.random()
         n = rng.randint(0, maxlen)
         if r < 0.4:
-            return bytes(rng.choice(b"abcxyz019 _-:") for _ in range(n))
+            return rng.randbytes(n).translate(_WORDY)
         if r < 0.8:
             return rng.randbytes(n)
         return rng.choice([b"", b"\r\n", b"\x00", b"\"", b"'", b"\\", b"$-1", b"*3", b"\xff" * n, b" " * n])
@@ -83,10 +94,7 @@ class _Values:
         rng = self.rng
         r = rng.random()
         if r < 0.5:
-            node = bytes(rng.choice(_HEXDIGITS) for _ in range(8))
-            mid = bytes(rng.choice(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
-                        for _ in range(24))
-            return b"D-" + node + b"-" + mid + b"-" + b"%04x" % rng.randint(0, 0xFFFF)
+            return b"D-" + _hex(rng, 8) + b"-" + _b64(rng, 18) + b"-" + b"%04x" % rng.randint(0, 0xFFFF)
         if r < 0.7:
             return b"D-" + rng.randbytes(38)
         return self.blob(48)
@@ -95,11 +103,11 @@ class _Values:
         rng = self.rng
         r = rng.random()
         if r < 0.5:
-            return bytes(rng.choice(_HEXDIGITS) for _ in range(40))
+            return _hex(rng, 40)
         if r < 0.6:
             return b"0" * 40
         if r < 0.7:
-            return bytes(rng.choice(b"ABCDEF0123456789") for _ in range(40))
+            return _hex(rng, 40).upper()
         return rng.randbytes(40)
 
     def queue(self) -> bytes:
@@ -314,6 +322,11 @@ class RespGen:
 _HEADER = struct.Struct(">2sBB40sHHB")
 
 
+def _job_in_range(j):
+    return (0 <= j.delay <= MAX_JOB_SECONDS and 0 <= j.retry <= MAX_JOB_SECONDS
+            and 0 <= j.nacks <= MAX_JOB_COUNTER and 0 <= j.deliv <= MAX_JOB_COUNTER)
+
+
 class BusGen:
     """Bus frames: see the module docstring.  ``senders``, when given, is
     the list of node IDs valid frames come from (the live fuzzer's own);
@@ -322,8 +335,15 @@ class BusGen:
     CATEGORIES = ("valid", "hostile", "truncated", "version", "type", "magic", "trailing", "garbage", "flipped")
     WEIGHTS = (20, 30, 12, 6, 6, 4, 4, 8, 10)
 
-    def __init__(self, seed, senders=None):
+    def __init__(self, seed, senders=None, live=False):
         self.rng = random.Random(seed)
+        # Live, every address a frame gives must lead nowhere: a loopback
+        # one could be another node running on the machine, which our node
+        # would then link to, or even join.  TEST-NET-1 (RFC 5737) instead.
+        self.host = b"192.0.2.1" if live else b"127.0.0.1"
+        # (an empty host means "the connection's address": loopback, live)
+        self.hostile_hosts = [self.host, b"\xff\xfe", b"a" * 255, b"256.1.1.1", b"host name\n", b"a" * 64 + b".b"]
+        self.hostile_hosts += [b"192.0.2.2", b"192.0.2.3"] if live else [b"", b"localhost", b"::1", None]
         self.v = _Values(self.rng)
         self.senders = senders
         self._makers = [getattr(self, "_" + c) for c in self.CATEGORIES]
@@ -352,12 +372,13 @@ class BusGen:
         else:
             sender = v.node_id()
         if hostile:
-            host = rng.choice([b"", b"127.0.0.1", v.blob(255), b"\xff\xfe", b"a" * 255, b"::1", b"256.1.1.1",
-                               b"host name\n", b"localhost"])
+            host = rng.choice(self.hostile_hosts)
+            if host is None:
+                host = v.blob(255)
             port = rng.choice([0, 1, 65535, 55536, 55535, rng.randint(0, 65535)])
             flags = rng.choice([0, 1, 0xFFFF, rng.randint(0, 0xFFFF)])
         else:
-            host, port, flags = b"127.0.0.1", rng.randint(1, 55535), rng.choice([0, 0, 0, 1])
+            host, port, flags = self.host, rng.randint(1, 55535), rng.choice([0, 0, 0, 1])
         return messages.Header(sender, host, port, flags)
 
     def _uint(self, bits, hostile):
@@ -388,8 +409,7 @@ class BusGen:
     def job(self, hostile):
         rng, v = self.rng, self.v
         return messages.JobRecord(
-            v.job_id() if hostile else b"D-" + bytes(rng.choice(_HEXDIGITS) for _ in range(8)) + b"-"
-            + bytes(rng.choice(b"ABCDEFabcdef0123456789") for _ in range(24)) + b"-%04x" % rng.randint(0, 0xFFFF),
+            v.job_id() if hostile else b"D-" + _hex(rng, 8) + b"-" + _b64(rng, 18) + b"-%04x" % rng.randint(0, 0xFFFF),
             self._str(hostile), self._str(hostile), self._uint(16, hostile),
             self._i64(hostile), self._i64(hostile), self._i64(hostile), self._i64(hostile), self._i64(hostile),
             self._i64(hostile), self._ids(hostile), v.blob(20) if rng.random() < 0.3 else b"")
@@ -399,8 +419,9 @@ class BusGen:
         cls = rng.choice(self._types)
         if cls in (messages.Meet, messages.Ping, messages.Pong):
             n = rng.randint(0, 4) if not hostile or rng.random() < 0.8 else rng.randint(0, wire.MAX_GOSSIP)
-            return cls(tuple(messages.Gossip(v.node_id(), self.header(hostile).host, self._uint(16, hostile),
-                                             self._uint(8, hostile)) for _ in range(n)))
+            entries = [messages.Gossip(v.node_id(), self.header(hostile).host, self._uint(16, hostile),
+                                       self._uint(8, hostile)) for _ in range(min(n, 8))]
+            return cls(tuple(entries[i % 8] for i in range(n)))  # a long list repeats its first 8
         if cls is messages.ReplJob:
             return cls(self.job(hostile))
         if cls is messages.YourJobs:
@@ -435,6 +456,9 @@ class BusGen:
 
     def _hostile(self):
         header, msg, frame = self._frame(True)
+        jobs = (msg.job,) if type(msg) is messages.ReplJob else msg.jobs if type(msg) is messages.YourJobs else ()
+        if not all(_job_in_range(j) for j in jobs):
+            return "hostile", frame, None  # decode refuses what ADDJOB would not make
         return "hostile", frame, (header, msg)
 
     def _truncated(self):
@@ -467,7 +491,7 @@ class BusGen:
         if rng.random() < 0.5:  # a plausible preamble, then garbage
             data = _HEADER.pack(b"DQ", wire.VERSION, rng.choice(sorted(self._codes)), self.v.node_id(),
                                 rng.randint(0, 65535), 0, rng.randint(0, 255)) + data
-        return "garbage", data, None
+        return "garbage", data, ANY  # random bytes after a real preamble can be a valid frame
 
     def _flipped(self):
         rng = self.rng

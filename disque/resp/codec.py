@@ -362,7 +362,8 @@ class RequestParser:
         if cr < 0:
             return None
         if bulk and data[pos] != 36:
-            raise ProtocolError(b"Protocol error: expected '$', got '%c'" % data[pos])
+            c = data[pos]  # CR or LF would end the error line early: a space, as Redis >= 4
+            raise ProtocolError(b"Protocol error: expected '$', got '%c'" % (32 if c in b"\r\n" else c))
         v = _string2ll(data[pos + 1:cr])
         if bulk and (v is None or not 0 <= v <= self._max_bulk):
             raise ProtocolError(_BAD_BULK)
