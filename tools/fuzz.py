@@ -39,6 +39,7 @@ import json
 import os
 import random
 import selectors
+import shutil
 import socket
 import sys
 import tempfile
@@ -62,6 +63,8 @@ from disque.core.membership import parse_nodes_file  # noqa: E402
 from disque.resp.codec import ProtocolError, RequestParser  # noqa: E402
 
 MAX_FINDINGS_KEPT = 20
+#: The inline/header line limit of the node's parser (RequestParser's default).
+INLINE_LIMIT = 64 * 1024
 
 
 class Report:
@@ -122,7 +125,7 @@ def parse_reads(reads, parser=None):
     """What the node's protocol does with these reads: (commands, error or
     None, parser); asserts the buffer bounds after each read."""
     p = parser or RequestParser()
-    limit = p._max_inline
+    limit = INLINE_LIMIT
     cmds = []
     for data in reads:
         try:
@@ -537,9 +540,14 @@ def fuzz_live(target, count, seed, args):
     tmp = tempfile.mkdtemp(prefix="disque-fuzz-")
     live = LiveNode(tmp, rng)
     try:
-        return _fuzz_live(target, count, seed, args, report, rng, live)
+        _fuzz_live(target, count, seed, args, report, rng, live)
     finally:
         live.stop()
+    if report.finding_count:
+        report.extra["node directory (log)"] = tmp
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return report
 
 
 def _fuzz_live(target, count, seed, args, report, rng, live):
@@ -621,7 +629,7 @@ def _fuzz_live(target, count, seed, args, report, rng, live):
     return report
 
 
-def main(argv=None):
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", choices=("resp", "bus", "all"), default="all")
     ap.add_argument("--count", type=int, default=100_000, help="inputs per target")
@@ -635,7 +643,11 @@ def main(argv=None):
     ap.add_argument("--no-core", action="store_true", help="bus in process: decode only, no node core")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
     targets = ("resp", "bus") if args.target == "all" else (args.target,)
     reports = []
     for target in targets:
