@@ -26,6 +26,7 @@ must not affect anything it does not name).
 """
 
 import binascii
+import itertools
 import random
 import struct
 
@@ -114,12 +115,34 @@ class _Values:
         return self.rng.choice(FUZZ_QUEUES)
 
 
+class _Generator:
+    """``next()`` picks a category by ``WEIGHTS`` and returns what its
+    ``_<category>`` method makes: ``(category, bytes, expected)``."""
+
+    CATEGORIES = ()
+    WEIGHTS = ()
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed)
+        self.v = _Values(self.rng)
+        self._makers = [getattr(self, "_" + c) for c in self.CATEGORIES]
+        self._cum = list(itertools.accumulate(self.WEIGHTS))
+        self._total = self._cum[-1]
+
+    def next(self):
+        x = self.rng.random() * self._total
+        for i, c in enumerate(self._cum):
+            if x < c:
+                return self._makers[i]()
+        return self._makers[-1]()
+
+
 # -- client requests -----------------------------------------------------------
 
 _INFO_SECTIONS = [b"server", b"clients", b"memory", b"jobs", b"queues", b"stats", b"all", b"default", b"bogus"]
 
 
-class RespGen:
+class RespGen(_Generator):
     """Client requests: see the module docstring.  ``big`` caps the size of
     the oversized inputs (lines past the 64 KB inline limit by default)."""
 
@@ -128,24 +151,8 @@ class RespGen:
     WEIGHTS = (30, 10, 10, 10, 6, 14, 8, 6, 6)
 
     def __init__(self, seed, big=70 * 1024):
-        self.rng = random.Random(seed)
-        self.v = _Values(self.rng)
+        super().__init__(seed)
         self.big = big
-        self._makers = [getattr(self, "_" + c) for c in self.CATEGORIES]
-        self._cum = []
-        total = 0
-        for w in self.WEIGHTS:
-            total += w
-            self._cum.append(total)
-        self._total = total
-
-    def next(self):
-        rng = self.rng
-        x = rng.random() * self._total
-        for i, c in enumerate(self._cum):
-            if x < c:
-                return self._makers[i]()
-        return self._makers[-1]()
 
     # -- commands ------------------------------------------------------------
 
@@ -327,7 +334,7 @@ def _job_in_range(j):
             and 0 <= j.nacks <= MAX_JOB_COUNTER and 0 <= j.deliv <= MAX_JOB_COUNTER)
 
 
-class BusGen:
+class BusGen(_Generator):
     """Bus frames: see the module docstring.  ``senders``, when given, is
     the list of node IDs valid frames come from (the live fuzzer's own);
     otherwise any ID, hostile ones included."""
@@ -336,7 +343,7 @@ class BusGen:
     WEIGHTS = (20, 30, 12, 6, 6, 4, 4, 8, 10)
 
     def __init__(self, seed, senders=None, live=False):
-        self.rng = random.Random(seed)
+        super().__init__(seed)
         # Live, every address a frame gives must lead nowhere: a loopback
         # one could be another node running on the machine, which our node
         # would then link to, or even join.  TEST-NET-1 (RFC 5737) instead.
@@ -344,24 +351,9 @@ class BusGen:
         # (an empty host means "the connection's address": loopback, live)
         self.hostile_hosts = [self.host, b"\xff\xfe", b"a" * 255, b"256.1.1.1", b"host name\n", b"a" * 64 + b".b"]
         self.hostile_hosts += [b"192.0.2.2", b"192.0.2.3"] if live else [b"", b"localhost", b"::1", None]
-        self.v = _Values(self.rng)
         self.senders = senders
-        self._makers = [getattr(self, "_" + c) for c in self.CATEGORIES]
-        self._cum = []
-        total = 0
-        for w in self.WEIGHTS:
-            total += w
-            self._cum.append(total)
-        self._total = total
         self._types = [cls for _, cls in messages.TYPES]
         self._codes = {code for code, _ in messages.TYPES}
-
-    def next(self):
-        x = self.rng.random() * self._total
-        for i, c in enumerate(self._cum):
-            if x < c:
-                return self._makers[i]()
-        return self._makers[-1]()
 
     # -- messages ------------------------------------------------------------
 
