@@ -10,6 +10,10 @@ byte for byte: the same argv, the same error texts, the same quirks:
   the request waits until it is too big, then fails;
 * inline lines are split by ``sdssplitargs``; empty arguments are dropped.
 
+One deliberate difference: the byte named in "expected '$', got '<c>'" is
+a space when it is a CR or LF, as Redis >= 4 does (Redis 3.x wrote it raw:
+an error line with a CR or LF inside is not valid RESP).
+
 Redis applies the "too big" limits to whatever its ``read()`` calls brought,
 and after a bare ``\\n`` inline line skips one more byte if one is buffered.
 Here every input gives what Redis gives when each byte arrives alone: the
