@@ -287,6 +287,8 @@ class Pump:
         self.close_timeout = close_timeout
         self.sel = selectors.DefaultSelector()
         self.stuck = 0  # connections the node left open past close_timeout
+        self.stuck_sample = []  # (local port, bytes sent, payload's start, the node's view) of the first few
+        self.describe = None  # port -> what the node says of that connection
         self.refused = 0
         self.check_replies = check_replies
         self.replies = 0
@@ -341,7 +343,7 @@ class Pump:
                         st[2] = time.monotonic()
                         sel.modify(s, selectors.EVENT_READ, st)
                 if not done and st[2] is not None and time.monotonic() - st[2] > self.close_timeout:
-                    self.stuck += 1
+                    self._stuck(s, st)
                     done = True
                 if done:
                     sel.unregister(s)
@@ -351,11 +353,18 @@ class Pump:
             for key in list(sel.get_map().values()):  # noqa: B007  # idle ones the select above did not return
                 st = key.data
                 if st[2] is not None and now - st[2] > self.close_timeout:
-                    self.stuck += 1
+                    self._stuck(key.fileobj, st)
                     sel.unregister(key.fileobj)
                     key.fileobj.close()
                     live -= 1
 
+
+    def _stuck(self, s, st):
+        self.stuck += 1
+        if len(self.stuck_sample) < 3:
+            port = s.getsockname()[1]
+            seen = self.describe(port) if self.describe else None
+            self.stuck_sample.append((port, st[1], bytes(st[0][:200]), seen))
 
     def _replies(self, st, chunk):
         reader = st[3]
@@ -446,6 +455,11 @@ class LiveNode:
         text = self.node.log()
         return [line for line in text.splitlines() if "Traceback" in line or "Unhandled" in line
                 or "Error:" in line and "Dropping bus link" not in line]
+
+    def client_line(self, port):
+        """The CLIENT LIST line of our connection from ``port``, if any."""
+        text = self.ctl.call(b"CLIENT", b"LIST").decode(errors="replace")
+        return next((line for line in text.splitlines() if ":%d " % port in line), None)
 
     def cluster_nodes(self):
         return self.ctl.call(b"CLUSTER", b"NODES").decode(errors="replace").strip().splitlines()
@@ -552,6 +566,8 @@ def fuzz_live(target, count, seed, args):
 def _fuzz_live(target, count, seed, args, report, rng, live):
     port = live.node.port + (10000 if target == "bus" else 0)
     pump = Pump("127.0.0.1", port, rng, args.concurrency, args.ping_timeout, check_replies=target == "resp")
+    if target == "resp":
+        pump.describe = live.client_line
     pool = [bytes(rng.choice(b"0123456789abcdef") for _ in range(40)) for _ in range(4)]
     senders = set(pool)  # grows with every sender a MEET announces
     if target == "resp":
@@ -618,8 +634,8 @@ def _fuzz_live(target, count, seed, args, report, rng, live):
         report.finding("reply", "%d connections got bytes that are not RESP, first: %s"
                        % (pump.bad_replies, pump.bad_sample))
     if pump.stuck:
-        report.finding("node", "%d connections not closed within %.0f s of our half-close"
-                       % (pump.stuck, args.ping_timeout))
+        report.finding("node", "%d connections not closed within %.0f s of our half-close; first: %r"
+                       % (pump.stuck, args.ping_timeout, pump.stuck_sample))
     report.extra["rss kB"] = rss
     if "half" in rss and "end" in rss:
         growth = (rss["end"] - rss["half"]) / 1024.0
