@@ -37,3 +37,27 @@ def test_the_victim_check_sees_a_touched_job(tmp_path):
         assert any("gone" in p for p in problems) and any("QLEN" in p for p in problems)
     finally:
         live.stop()
+
+
+def test_a_protocol_error_while_replies_wait_still_closes_the_connection(tmp_path):
+    """Found by the live fuzzer (connections left open after the client's
+    half-close): the protocol is its transport's streaming producer, and
+    Twisted's loseConnection waits for a registered producer that the
+    transport paused: a protocol error read together with a request whose
+    reply overflowed the transport's buffer left the connection open for
+    good, after every reply had been read."""
+    from support import Client, NodeProcess
+
+    node = NodeProcess(str(tmp_path)).start()
+    try:
+        c = Client(node.port)
+        body = b"x" * 100_000
+        for _ in range(60):
+            c.call("ADDJOB", "big", body, "0")
+        c.send(Client.encode("QPEEK", "big", "60") + b"*abc\r\n")  # 6 MB of reply, then an error
+        jobs = c.read(timeout=30)
+        assert len(jobs) == 60
+        assert str(c.read(timeout=30)) == "ERR Protocol error: invalid multibulk length"
+        assert c.closed_within(10)
+    finally:
+        node.stop()

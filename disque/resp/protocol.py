@@ -146,8 +146,7 @@ class RespProtocol(BatchOutput, Protocol):
         if out:
             self._emit(out)
         if error is not None:
-            self.closing = True
-            self.transport.loseConnection()
+            self.close()
         runtime.after_batch()
 
     def _run(self, commands, out=None):
@@ -278,7 +277,13 @@ class RespProtocol(BatchOutput, Protocol):
             self.close()
 
     def close(self):
+        """Close once what was written is sent.  Twisted's loseConnection
+        waits for a registered producer the transport has paused (its
+        buffer was full): with us still registered, a close decided while
+        replies wait would never happen.  Nothing more is produced: done."""
         self.closing = True
+        if getattr(self.transport, "producer", None) is self:
+            self.transport.unregisterProducer()
         self.transport.loseConnection()
 
     def idle(self) -> bool:
