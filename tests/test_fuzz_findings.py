@@ -89,3 +89,25 @@ def test_addjob_refuses_times_whose_milliseconds_overflow_64_bits(option):
     proto.dataReceived(cmd("SHOW", job_id))
     (shown,) = replies(take(transport))  # every integer within 64 bits, or hiredis raises
     assert dict(zip(shown[::2], shown[1::2]))[b"retry"] == MAX_JOB_SECONDS - 1
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"*abc\r\n",
+    cmd("PING") + b"*1\r\n$-1\r\n",
+    b"PING " + b"a" * (70 * 1024),  # too big inline request
+    b'PING "unbalanced\r\n',
+])
+def test_a_protocol_error_leaves_no_reference_cycle(request_bytes):
+    """The parser kept the ProtocolError it raised, whose traceback holds
+    the parser's frames: a cycle, with the whole input buffer in it.  The
+    node freezes its heap every second (disque.heap), and a cycle frozen
+    while its connection lived is never collected: the live fuzzer's RSS
+    grew ~3 KB per malformed request."""
+    runtime, _clock = make_runtime()
+    gc.collect()
+    proto, transport = connect(runtime)
+    proto.dataReceived(request_bytes)
+    assert take(transport).endswith(b"\r\n") and proto.closing
+    proto.connectionLost(None)
+    del proto, transport
+    assert gc.collect() == 0

@@ -149,7 +149,9 @@ class RequestParser:
       it also waits for that byte in a chunk from index ``_seen`` on, or for
       the line to outgrow ``max_inline_len``.  So waiting for a big payload
       or a long line costs O(new bytes), not O(buffer).
-    * ``_error`` set: the stream is dead, parse() raises it on every call.
+    * ``_error`` set: the stream is dead, parse() raises a copy of it on
+      every call (the kept one never carries a traceback: no reference
+      cycle through this parser, see :mod:`disque.heap`).
     """
 
     def __init__(self, max_bulk_len=512 * 1024 * 1024,
@@ -210,7 +212,7 @@ class RequestParser:
         raised, the same error is raised by every later call.
         """
         if self._error is not None:
-            raise self._error
+            raise ProtocolError(*self._error.args)  # a copy: see below
         if self._len < self._need:
             return []
         chunks = self._chunks
@@ -224,7 +226,10 @@ class RequestParser:
         try:
             pos = self._run(data, out)
         except ProtocolError as e:
-            self._error = e
+            # Kept without a traceback: ``e``'s frames hold this parser,
+            # and a parser -> error -> traceback -> parser cycle outlives
+            # the connection where the node freezes the heap (disque.heap).
+            self._error = ProtocolError(*e.args)
             self._chunks, self._len, self._argv, self._left = [], 0, None, 0
             if out:
                 return out
