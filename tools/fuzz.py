@@ -387,12 +387,14 @@ class LiveNode:
 
     NODE_TIMEOUT_MS = 1000  # handshakes with addresses nobody answers at expire after this
 
-    def __init__(self, workdir, rng, env=None):
+    def __init__(self, workdir, rng, env=None, settings=()):
         sys.path.insert(0, os.path.join(ROOT, "tests"))
         from support import Client, NodeProcess
         self.Client = Client
-        self.node = NodeProcess(workdir, args=("--cluster-node-timeout", str(self.NODE_TIMEOUT_MS)),
-                                env=env).start()
+        args = ["--cluster-node-timeout", str(self.NODE_TIMEOUT_MS)]
+        for setting in settings:
+            args += ["--set", setting]
+        self.node = NodeProcess(workdir, args=args, env=env).start()
         self.ctl = Client(self.node.port)
         self.victim = Client(self.node.port)
         self.queue = b"victim:" + rng.randbytes(8).hex().encode()
@@ -553,7 +555,7 @@ def fuzz_live(target, count, seed, args):
     rng = random.Random(seed ^ 0x11FE)
     tmp = tempfile.mkdtemp(prefix="disque-fuzz-")
     env = dict(kv.split("=", 1) for kv in args.node_env) or None
-    live = LiveNode(tmp, rng, env)
+    live = LiveNode(tmp, rng, env, args.node_set)
     try:
         _fuzz_live(target, count, seed, args, report, rng, live)
     finally:
@@ -660,6 +662,8 @@ def parse_args(argv=None):
     ap.add_argument("--rss-bound", type=int, default=32, help="live: MB the RSS may grow in the second half")
     ap.add_argument("--node-env", action="append", default=[], metavar="NAME=VALUE",
                     help="live: an environment variable for the node (e.g. MALLOC_MMAP_THRESHOLD_=65536)")
+    ap.add_argument("--node-set", action="append", default=[], metavar="NAME=VALUE",
+                    help="live: a directive for the node (twistd disque --set), e.g. gc-freeze-interval=0")
     ap.add_argument("--no-core", action="store_true", help="bus in process: decode only, no node core")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--json", action="store_true")
