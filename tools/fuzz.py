@@ -167,21 +167,26 @@ def check_resp(rng, data, expected):
     return None
 
 
-def fuzz_resp(count, seed, report=None, progress=None):
-    report = report or Report("resp", "in-process")
-    gen = RespGen(seed)
-    rng = random.Random(seed ^ 0x5EED)
+def run_in_process(report, gen, count, check, progress=None):
+    """``count`` inputs of ``gen`` through ``check(data, expected)`` (None
+    or a finding's text), counted in ``report``."""
     t0 = time.perf_counter()
     for i in range(count):
         cat, data, expected = gen.next()
         report.by_category[cat] += 1
-        problem = check_resp(rng, data, expected)
+        problem = check(data, expected)
         if problem is not None:
             report.finding(cat, problem, data)
         if progress and i and i % progress == 0:
-            print("  resp %d (%.0f/s)" % (i, i / (time.perf_counter() - t0)), file=sys.stderr)
+            print("  %s %d (%.0f/s)" % (report.target, i, i / (time.perf_counter() - t0)), file=sys.stderr)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def fuzz_resp(count, seed, report=None, progress=None):
+    rng = random.Random(seed ^ 0x5EED)
+    return run_in_process(report or Report("resp", "in-process"), RespGen(seed), count,
+                          lambda data, expected: check_resp(rng, data, expected), progress)
 
 
 # -- in process: the bus codec and a node core --------------------------------
@@ -246,21 +251,10 @@ def check_bus(frame, expected, core=None, rng=None):
 
 
 def fuzz_bus(count, seed, report=None, progress=None, core=True):
-    report = report or Report("bus", "in-process")
-    gen = BusGen(seed)
     rng = random.Random(seed ^ 0xB05)
     harness = CoreHarness(seed) if core else None
-    t0 = time.perf_counter()
-    for i in range(count):
-        cat, frame, expected = gen.next()
-        report.by_category[cat] += 1
-        problem = check_bus(frame, expected, harness, rng)
-        if problem is not None:
-            report.finding(cat, problem, frame)
-        if progress and i and i % progress == 0:
-            print("  bus %d (%.0f/s)" % (i, i / (time.perf_counter() - t0)), file=sys.stderr)
-    report.seconds = time.perf_counter() - t0
-    return report
+    return run_in_process(report or Report("bus", "in-process"), BusGen(seed), count,
+                          lambda frame, expected: check_bus(frame, expected, harness, rng), progress)
 
 
 # -- live ---------------------------------------------------------------------
