@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from disque.bus import wire
 from disque.core import messages
+from disque.core.job import MAX_JOB_COUNTER, MAX_JOB_SECONDS
 
 ids = st.binary(min_size=40, max_size=40)
 small = st.binary(max_size=64)
@@ -15,8 +16,10 @@ i64 = st.integers(-2**63, 2**63 - 1)
 u32 = st.integers(0, 2**32 - 1)
 gossip = st.tuples(ids, st.binary(max_size=255), st.integers(0, 65535), st.integers(0, 255)).map(
     lambda t: messages.Gossip(*t))
-jobs = st.builds(messages.JobRecord, ids, small, st.binary(max_size=300), st.integers(0, 65535), i64, i64, i64, i64,
-                 i64, i64, st.lists(ids, max_size=5).map(tuple), st.binary(max_size=1024))
+seconds = st.integers(0, MAX_JOB_SECONDS)  # DELAY, RETRY: what ADDJOB accepts
+counter = st.integers(0, MAX_JOB_COUNTER)
+jobs = st.builds(messages.JobRecord, ids, small, st.binary(max_size=300), st.integers(0, 65535), i64, i64, seconds,
+                 seconds, counter, counter, st.lists(ids, max_size=5).map(tuple), st.binary(max_size=1024))
 gossips = st.lists(gossip, max_size=5).map(tuple)
 
 MESSAGES = st.one_of(
@@ -91,3 +94,17 @@ def test_counts_are_bounded_before_allocation():
         wire.encode(messages.Header(b"short", b"", 1, 0), messages.Ping(()))
     with pytest.raises(wire.WireError):
         wire.encode(messages.Header(b"a" * 40, b"", 1, 0), messages.DelJob(b"short"))
+
+
+@pytest.mark.parametrize("field,value", [("delay", -1), ("retry", -1), ("retry", MAX_JOB_SECONDS + 1),
+                                         ("delay", 2**63 - 1), ("nacks", -1), ("deliv", MAX_JOB_COUNTER + 1)])
+def test_job_records_with_times_or_counters_out_of_range_are_refused(field, value):
+    """A REPLJOB whose RETRY was 2**63 - 1 used to be accepted: SHOW and
+    JSCAN then answered next-requeue-within beyond 64 bits, which clients
+    cannot parse (found by tools/fuzz.py --live --target bus)."""
+    job = messages.JobRecord(b"D-" + b"a" * 38, b"q", b"body", 1, 0, 0, 0, 0, 0, 0, (), b"")
+    header = messages.Header(b"b" * 40, b"", 7000, 0)
+    assert wire.decode(wire.encode(header, messages.ReplJob(job)))[1].job == job
+    frame = wire.encode(header, messages.ReplJob(job._replace(**{field: value})))
+    with pytest.raises(wire.WireError, match="out of range"):
+        wire.decode(frame)

@@ -217,3 +217,45 @@ def test_unknown_senders_are_ignored_except_meet():
     assert stranger.my_id not in sim.nodes[0].cluster.nodes
     sim.nodes[0].bus_receive(stranger.cluster.header(), messages.Meet(()), link)
     assert stranger.my_id in sim.nodes[0].cluster.nodes
+
+
+@pytest.mark.parametrize("sender,host,port", [
+    (b"\xff" * 40, b"", 7001),  # not hex: the node file would refuse its own line
+    (b"A" * 40, b"", 7001),  # upper case: same
+    (b"a" * 40, b"host name\n", 7001),  # splits the node file's line
+    (b"a" * 40, b"\xff\xfe", 7001),  # not ASCII: the link's host.decode() raised
+    (b"a" * 40, b"a" * 64 + b".b", 7001),  # a DNS label > 63: the link's idna encoding raised
+    (b"a" * 40, b"", 0),  # no such client port
+    (b"a" * 40, b"", 60000),  # its bus port (+10000) does not exist
+])
+def test_meet_from_a_malformed_id_or_address_adds_nothing_and_the_node_file_stays_loadable(sender, host, port):
+    """Found by tools/fuzz.py: a MEET carrying these was added as a node,
+    its line written to the node file, and the node then refused to start
+    ("bad node ID", "bad address") or the link set-up raised."""
+    sim = SimCluster(1)
+    from disque.testing import SimLink
+    node = sim.nodes[0]
+    node.bus_receive(messages.Header(sender, host, port, 0), messages.Meet(()), SimLink(0, None, HOST))
+    assert list(node.cluster.nodes) == [node.my_id]
+    assert not any(type(e) is effects.Link for e in node.outbox)
+    parse_nodes_file(node.cluster.nodes_file_text())
+
+
+def test_gossip_with_malformed_addresses_starts_no_handshake_and_a_pong_with_a_bad_id_completes_none():
+    sim = SimCluster(2)
+    sim.chain_meet()
+    sim.settle()
+    a, b = sim.nodes
+    from disque.testing import SimLink
+    link = SimLink(0, None, HOST)
+    bad = (messages.Gossip(b"c" * 40, b"host name", 7005, 0), messages.Gossip(b"d" * 40, b"\xff", 7006, 0),
+           messages.Gossip(b"e" * 40, b"127.0.0.1", 65000, 0))
+    a.bus_receive(b.cluster.header(), messages.Ping(bad), link)
+    assert set(a.cluster.nodes) == {a.my_id, b.my_id}
+    # A handshake answered by a PONG whose sender ID is malformed is dropped.
+    a.cluster.meet(b"127.0.0.1", 7010, sim.now)
+    temp = next(n for n in a.cluster.nodes.values() if n.handshake)
+    pending = SimLink(0, temp.id, HOST)
+    a.bus_receive(messages.Header(b"Z" * 40, b"", 7010, 0), messages.Pong(()), pending)
+    assert set(a.cluster.nodes) == {a.my_id, b.my_id}
+    parse_nodes_file(a.cluster.nodes_file_text())

@@ -19,7 +19,8 @@ decode, with an empty key and ``void`` false.
 
 :func:`decode` checks everything: magic, version, known type, every length
 against what is left of the frame, no trailing bytes, job IDs of the right
-size, counts against ``MAX_*``.  Any violation raises :class:`WireError`;
+size, counts against ``MAX_*``, a job record's DELAY and RETRY within
+what ADDJOB accepts and its counters non-negative.  Any violation raises :class:`WireError`;
 the bus protocol then drops the link (a peer speaking another version or
 garbage is not a peer).  Versions: a receiver accepts frames whose version
 is at most its own and refuses newer ones, so mixed-version clusters are a
@@ -29,6 +30,7 @@ decision for a future version to make, not an accident.
 import struct
 
 from ..core import messages
+from ..core.job import MAX_JOB_COUNTER, MAX_JOB_SECONDS
 
 VERSION = 2
 MAGIC = b"DQ"
@@ -148,6 +150,9 @@ class _Reader:
         queue = self.str32()
         body = self.str32()
         repl, ctime, etime, delay, retry, nacks, deliv = self.unpack(_JOB_NUMS)
+        if not (0 <= delay <= MAX_JOB_SECONDS and 0 <= retry <= MAX_JOB_SECONDS
+                and 0 <= nacks <= MAX_JOB_COUNTER and 0 <= deliv <= MAX_JOB_COUNTER):
+            raise WireError("job field out of range")
         delivered = self.ids()
         key = self.take(self.u16()) if self.version >= 2 else b""
         return messages.JobRecord(job_id, queue, body, repl, ctime, etime, delay, retry, nacks, deliv, delivered, key)

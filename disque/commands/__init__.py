@@ -18,6 +18,7 @@ import time
 
 from ..config import ConfigError
 from ..core.errors import CommandError
+from ..resp.reply import one_line
 
 
 
@@ -82,7 +83,7 @@ def renamed_table(renames) -> dict:
 
 
 def render_error(e: CommandError) -> bytes:
-    return b"-" + e.code + b" " + e.message + b"\r\n"
+    return b"-" + e.code + b" " + one_line(e.message) + b"\r\n"
 
 
 NOAUTH = b"-NOAUTH Authentication required.\r\n"
@@ -93,7 +94,7 @@ def dispatch(ctx, client, argv) -> bytes:
     """Run one command; return its encoded reply or BLOCKED."""
     cmd = ctx.commands.get(argv[0].lower())
     if cmd is None:
-        return b"-ERR unknown command '" + argv[0] + b"'\r\n"
+        return b"-ERR unknown command '" + one_line(argv[0]) + b"'\r\n"
     arity = cmd.arity
     n = len(argv)
     if (arity > 0 and arity != n) or n < -arity:
@@ -110,6 +111,11 @@ def dispatch(ctx, client, argv) -> bytes:
         result = cmd.handler(ctx, client, argv)
     except CommandError as e:
         result = render_error(e)
+        # Handlers raise shared instances (SYNTAX, E_TTL...), and a raise
+        # chains the new traceback onto the one the instance carries: kept,
+        # every refused command's frames, client and connection would stay
+        # alive for good (a leak of ~1 KB per error).
+        e.__traceback__ = None
     usec = int((time.perf_counter() - start) * 1_000_000)
     cmd.calls += 1
     cmd.usec += usec

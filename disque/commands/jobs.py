@@ -2,7 +2,7 @@
 ENQUEUE, DEQUEUE, LOADJOB, JSCAN.  Parsing and reply shaping only; the state
 changes live in :mod:`disque.core.node`."""
 
-from ..core.job import DEFAULT_TTL, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
+from ..core.job import DEFAULT_TTL, MAX_JOB_SECONDS, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
 from ..core.dedup import MAX_KEY_LEN
 from ..core.errors import CommandError
 from ..resp import reply
@@ -37,6 +37,7 @@ E_RETRY = CommandError(b"ERR", b"RETRY time must be a non negative number")
 E_DELAY = CommandError(b"ERR", b"DELAY time must be a non negative number")
 E_MAXLEN = CommandError(b"ERR", b"MAXLEN must be a positive number")
 E_DEDUP = CommandError(b"ERR", b"DEDUP key must be between 1 and %d bytes" % MAX_KEY_LEN)
+E_TOO_LONG = CommandError(b"ERR", b"TTL, DELAY and RETRY must be at most %d seconds" % MAX_JOB_SECONDS)
 
 
 @command("addjob", -4, "write denyoom fast")
@@ -90,6 +91,8 @@ def addjob(ctx, client, argv):
         else:
             raise SYNTAX
         i += 1
+    if ttl > MAX_JOB_SECONDS or retry > MAX_JOB_SECONDS or delay > MAX_JOB_SECONDS:
+        raise E_TOO_LONG
     timeout = parse_timeout(argv[3])
     job = None
     if dedup is not None:

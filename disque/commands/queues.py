@@ -91,6 +91,8 @@ def qpeek(ctx, client, argv):
     q = ctx.node.queues.get(argv[1])
     if q is None or not q.jobs or count == 0:
         return reply.EMPTY_ARRAY
+    n = len(q.jobs)
+    count = max(-n, min(count, n))  # -2**63 has no positive in islice's range
     picked = q.jobs.head(count) if count > 0 else q.jobs.tail(-count)
     return b"*%d\r\n" % len(picked) + b"".join(render_job(j) for j in picked)
 

@@ -34,6 +34,13 @@ STATE_NAMES = (b"wait-repl", b"active", b"queued", b"acked")
 STATE_BY_NAME = {name: i for i, name in enumerate(STATE_NAMES)}
 
 # Flags.
+#: Largest TTL, DELAY or RETRY (seconds): the times made from them (now plus
+#: two of them, in ms) stay within 64 bits, as the bus, the AOF and clients
+#: need; ADDJOB refuses more and the bus codec refuses records with more.
+MAX_JOB_SECONDS = (1 << 61) // 1000
+#: Largest NACK / additional-deliveries counter a record may carry.
+MAX_JOB_COUNTER = 1 << 62
+
 F_BCAST_QUEUED = 1  # the next enqueue is a re-queue: broadcast QUEUED
 F_BCAST_WILLQUEUE = 2  # wake up 500 ms before qtime to send WILLQUEUE
 F_DELIVERED = 4  # served to a client at least once by this node

@@ -17,6 +17,9 @@ Membership ("Adding and removing nodes at runtime"):
 * PING, PONG and MEET carry gossip about a few known nodes; a node unknown
   to the receiver starts a handshake with it, so meeting one node of a
   cluster is enough and a chain of MEETs becomes a full mesh.
+* Only well-formed node IDs and addresses join (:func:`valid_node_id`,
+  :func:`valid_address`): a MEET, a handshake's PONG or gossip carrying
+  anything else is not followed, so the node file always loads again.
 * ``CLUSTER FORGET`` drops a node and ignores gossip about it for 60 s, so
   the rest of the cluster has time to forget it too.
 
@@ -42,10 +45,27 @@ from .effects import Link, Notice, Rekey, Send, SendLink, Unlink
 
 FORGET_BLACKLIST_MS = 60_000
 HANDSHAKE_TIMEOUT_MIN_MS = 1000
+_HEX_DIGITS = frozenset(b"0123456789abcdef")
+_MAX_PORT = 65535 - 10000  # its bus port (+10000) must exist
 
 
 def new_node_id() -> bytes:
     return os.urandom(20).hex().encode()
+
+
+def valid_node_id(node_id: bytes) -> bool:
+    """40 lowercase hex digits: what :func:`new_node_id` makes and the node
+    file accepts."""
+    return len(node_id) == 40 and _HEX_DIGITS.issuperset(node_id)
+
+
+def valid_address(host: bytes, port: int) -> bool:
+    """A peer address the node can link to and write in its node file:
+    a non-empty host of printable ASCII without spaces (an IPv6 address or
+    DNS labels of 1 to 63 bytes), a port whose bus port exists.  The bus carries any bytes; membership takes only these."""
+    if not (0 < port <= _MAX_PORT and 0 < len(host) <= 255 and all(33 <= c <= 126 for c in host)):
+        return False
+    return b":" in host or all(0 < len(label) <= 63 for label in host.split(b"."))  # IPv6, or DNS labels
 
 
 class ClusterNode:
@@ -285,7 +305,8 @@ class ClusterView:
                 self.myself.host = link.local_host
                 self.dirty = True
             if sender is None and kind is messages.Meet and header.sender not in self.blacklist \
-                    and header.sender != self.myself.id:
+                    and header.sender != self.myself.id and valid_node_id(header.sender) \
+                    and valid_address(header.host or getattr(link, "peer_host", b""), header.port):
                 sender = self._add_from_meet(header, link, now)
             self.sent += 1
             self.outbox.append(SendLink(link, messages.Pong(self._gossip(header.sender))))
@@ -324,13 +345,14 @@ class ClusterView:
         known = self.nodes.get(header.sender)
         if pending.explicit:
             self.blacklist.pop(header.sender, None)
-        if known is not None or header.sender == self.myself.id or header.sender in self.blacklist:
+        if known is not None or header.sender == self.myself.id or header.sender in self.blacklist \
+                or not valid_node_id(header.sender):
             self.outbox.append(Unlink(old_id))
             return known if known is not self.myself else None
         pending.id = header.sender
         pending.handshake = False
         pending.meet = False
-        if header.host:
+        if header.host and valid_address(header.host, pending.port):
             pending.host = header.host
         self.nodes[pending.id] = pending
         self.outbox.append(Rekey(old_id, header.sender))
@@ -351,7 +373,7 @@ class ClusterView:
                         self._maybe_fail(node, now)
                 else:
                     node.fail_reports.pop(sender.id, None)
-            elif g.host and g.port and self.blacklist.get(g.node_id, 0) <= now:
+            elif valid_address(g.host, g.port) and self.blacklist.get(g.node_id, 0) <= now:
                 self.meet(g.host, g.port, now)
 
     def _maybe_fail(self, node, now) -> None:

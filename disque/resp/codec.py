@@ -10,6 +10,10 @@ byte for byte: the same argv, the same error texts, the same quirks:
   the request waits until it is too big, then fails;
 * inline lines are split by ``sdssplitargs``; empty arguments are dropped.
 
+One deliberate difference: the byte named in "expected '$', got '<c>'" is
+a space when it is a CR or LF, as Redis >= 4 does (Redis 3.x wrote it raw:
+an error line with a CR or LF inside is not valid RESP).
+
 Redis applies the "too big" limits to whatever its ``read()`` calls brought,
 and after a bare ``\\n`` inline line skips one more byte if one is buffered.
 Here every input gives what Redis gives when each byte arrives alone: the
@@ -165,7 +169,9 @@ class RequestParser:
       it also waits for that byte in a chunk from index ``_seen`` on, or for
       the line to outgrow ``max_inline_len``.  So waiting for a big payload
       or a long line costs O(new bytes), not O(buffer).
-    * ``_error`` set: the stream is dead, parse() raises it on every call.
+    * ``_error`` set: the stream is dead, parse() raises a copy of it on
+      every call (the kept one never carries a traceback: no reference
+      cycle through this parser, see :mod:`disque.heap`).
     * ``_argv_bytes`` is what the first ``_argv_counted`` arguments of an
       incomplete ``_argv`` hold (bytes plus ``ARG_OVERHEAD`` each), 0 when
       no request is incomplete: :meth:`held` is O(1).
@@ -276,7 +282,7 @@ class RequestParser:
         raised, the same error is raised by every later call.
         """
         if self._error is not None:
-            raise self._error
+            raise ProtocolError(*self._error.args)  # a copy: see below
         if self._len < self._need:
             return []
         chunks = self._chunks
@@ -290,7 +296,10 @@ class RequestParser:
         try:
             pos = self._run(data, out)
         except ProtocolError as e:
-            self._error = e
+            # Kept without a traceback: ``e``'s frames hold this parser,
+            # and a parser -> error -> traceback -> parser cycle outlives
+            # the connection where the node freezes the heap (disque.heap).
+            self._error = ProtocolError(*e.args)
             self._chunks, self._len, self._argv, self._left = [], 0, None, 0
             self._argv_bytes = self._argv_counted = 0
             if out:
@@ -444,7 +453,8 @@ class RequestParser:
         if cr < 0:
             return None
         if bulk and data[pos] != 36:
-            raise ProtocolError(b"Protocol error: expected '$', got '%c'" % data[pos])
+            c = data[pos]  # CR or LF would end the error line early: a space, as Redis >= 4
+            raise ProtocolError(b"Protocol error: expected '$', got '%c'" % (32 if c in b"\r\n" else c))
         v = _string2ll(data[pos + 1:cr])
         if bulk and (v is None or not 0 <= v <= self._max_bulk):
             raise ProtocolError(_BAD_BULK)

@@ -414,9 +414,10 @@ class RespProtocol(BatchOutput, Protocol):
             self.close()
 
     def close(self):
-        """Close once what was written is sent.  The producer goes first: a
-        transport whose buffer drains with its producer paused resumes the
-        producer instead of closing."""
+        """Close once what was written is sent.  Twisted's loseConnection
+        waits for a registered producer the transport has paused (its
+        buffer was full): with us still registered, a close decided while
+        replies wait would never happen.  Nothing more is produced: done."""
         self.closing = True
         if getattr(self.transport, "producer", None) is self:
             self.transport.unregisterProducer()

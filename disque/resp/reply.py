@@ -35,13 +35,20 @@ def status(text: bytes) -> bytes:
     return b"+" + text + b"\r\n"
 
 
+def one_line(text: bytes) -> bytes:
+    """``text`` with CR and LF as spaces: an error or status line that
+    quotes a client's argument must stay one line, or the reply stream
+    breaks (Redis >= 4 does the same in ``addReplyErrorLength``)."""
+    return text.replace(b"\r", b" ").replace(b"\n", b" ")
+
+
 def error(text: bytes) -> bytes:
     """``text`` includes the code, e.g. b"ERR syntax error"."""
-    return b"-" + text + b"\r\n"
+    return b"-" + one_line(text) + b"\r\n"
 
 
 def err(message: bytes) -> bytes:
-    return b"-ERR " + message + b"\r\n"
+    return b"-ERR " + one_line(message) + b"\r\n"
 
 
 def array(items) -> bytes:
