@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-TREES = ("disque", "twisted/plugins", "tests", "benchmarks", "examples")
+TREES = ("disque", "twisted/plugins", "tests", "benchmarks", "examples", "tools")
 
 # name of a keyword argument or attribute -> what it needs
 NEWER_KEYWORDS = {"strict": "zip(strict=...) is 3.10", "slots": "dataclass(slots=...) is 3.10",

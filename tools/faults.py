@@ -322,7 +322,7 @@ class Nemesis:
         events = []
         end = time.time() + seconds
         while True:
-            gap = self.rng.uniform(3, 6) if self.kind == "kill-all" else self.rng.uniform(1, 3)
+            gap = self.rng.uniform(2, 5) if self.kind == "kill-all" else self.rng.uniform(1, 3)
             self._sleep_until(min(end, time.time() + gap))
             if time.time() >= end - 1:
                 return events
@@ -556,7 +556,8 @@ def main(argv=None):
         options.no_partition_reason = netfilter.unavailable()
         if options.no_partition_reason is None:
             partitioner = netfilter.Partitioner().__enter__()
-    report = {"options": {k: v for k, v in vars(options).items() if k != "kinds"}, "workdir": workdir, "phases": []}
+    report = {"options": {k: v for k, v in vars(options).items() if k != "kinds"}, "workdir": workdir,
+              "chain": partitioner and partitioner.chain, "phases": []}
     try:
         for kind in options.kinds:
             print("== %s (%ss) ..." % (kind, options.seconds), flush=True)
