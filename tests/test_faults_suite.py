@@ -96,3 +96,21 @@ def test_a_partitioner_stopped_by_a_signal_leaves_no_rule(sig):
         proc.stdout.close()
     rules = subprocess.run(["iptables", "-w", "-S"], stdout=subprocess.PIPE, universal_newlines=True).stdout
     assert chain not in rules, rules
+
+
+def test_a_node_that_exits_without_the_nemesis_is_a_crash(tmp_path):
+    from faults import Cluster
+
+    cluster = Cluster(str(tmp_path), ["127.0.0.1"], [])
+    try:
+        cluster.kill([0])                 # the nemesis: not a crash
+        cluster.watch()
+        cluster.restart([0])
+        cluster.watch()
+        assert cluster.crashes == []
+        cluster.nodes[0].proc.send_signal(signal.SIGTERM)  # nobody asked for that
+        cluster.nodes[0].proc.wait(30)
+        cluster.watch()
+        assert [c["node"] for c in cluster.crashes] == [0] and cluster.crashes[0]["returncode"] is not None
+    finally:
+        cluster.stop()

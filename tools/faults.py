@@ -145,7 +145,9 @@ class Cluster:
         self.restart(sorted(self.down))
 
     def watch(self):
-        """Record (and restart) nodes that exited on their own."""
+        """Record nodes that exited on their own; they stay down until
+        :meth:`heal` (restarts happen on the main thread: a node dies with
+        the thread that started it, PR_SET_PDEATHSIG)."""
         with self.lock:
             for i, node in enumerate(self.nodes):
                 if i in self.down or node.proc.poll() is None:
@@ -153,10 +155,6 @@ class Cluster:
                 self.crashes.append({"node": i, "returncode": node.proc.returncode, "at": time.time(),
                                      "log_tail": node.log()[-3000:]})
                 self.down.add(i)
-        for crash in self.crashes:
-            if crash["node"] in self.down and not crash.get("restarted"):
-                crash["restarted"] = True
-                self.restart([crash["node"]])
 
     def tracebacks(self):
         """{node index: number of tracebacks in its log} for logs with any."""
