@@ -114,3 +114,19 @@ def test_a_node_that_exits_without_the_nemesis_is_a_crash(tmp_path):
         assert [c["node"] for c in cluster.crashes] == [0] and cluster.crashes[0]["returncode"] is not None
     finally:
         cluster.stop()
+
+
+def test_the_suite_reports_the_jobs_a_cluster_without_aof_loses(tmp_path):
+    """The whole chain can see a loss: every node killed at once without an
+    AOF forgets the backlog; those jobs are reported lost (allowed without
+    the AOF, so the exit status stays 0), and no node holds them."""
+    out = tmp_path / "report.json"
+    p = subprocess.run([sys.executable, TOOL, "--nodes", "3", "--seconds", "5", "--seed", "15", "--nemesis",
+                        "kill-all", "--no-aof", "--rate", "100", "--quiet", "2", "--idle", "6", "--json", str(out)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=240)
+    assert p.returncode == 0, p.stdout
+    (phase,) = json.loads(out.read_text())["phases"]
+    assert phase["aof"] is False and phase["guarantee"] is False
+    lost = phase["result"]["lost"]
+    assert len(lost) > 0 and "lost jobs allowed: no AOF" in p.stdout, p.stdout
+    assert all(states == ["-", "-", "-"] for states in phase["where_lost"].values()), phase["where_lost"]

@@ -34,9 +34,9 @@ lost, unexpected, duplicate %, and crashes (a node process that exited
 without the nemesis killing it, or a Traceback in a node's log).
 
 Exit status 1 when a phase lost an acknowledged job where the guarantee
-holds (every nemesis except ``kill``: a node restarted without its AOF has
-forgotten its copies), delivered an unexpected job, or saw a crash; 0
-otherwise.  ``--json FILE`` writes the whole report.
+holds (every nemesis except ``kill``, and every one with ``--no-aof`` but
+``stop`` and ``partition``: a node restarted without its AOF has forgotten
+its copies), delivered an unexpected job, or saw a crash; 0 otherwise.  ``--json FILE`` writes the whole report.
 """
 
 import argparse
@@ -135,8 +135,12 @@ class Cluster:
                 self.down.discard(i)
 
     def pause(self, indexes, sig):
+        """SIGSTOP or SIGCONT ``indexes``."""
         with self.lock:
-            (self.stopped.update if sig == signal.SIGSTOP else self.stopped.difference_update)(indexes)
+            if sig == signal.SIGSTOP:
+                self.stopped.update(indexes)
+            else:
+                self.stopped.difference_update(indexes)
             for i in indexes:
                 self.nodes[i].proc.send_signal(sig)
 
@@ -401,13 +405,15 @@ def drain(history, options):
 
 def run_phase(kind, options, base, partitioner, workdir):
     """One nemesis on a fresh cluster: the phase's report (a dict)."""
-    report = {"nemesis": kind, "aof": kind != "kill" and options.appendfsync,
-              "guarantee": kind != "kill"}
+    aof = kind != "kill" and not options.no_aof
+    # Nodes that keep their memory, or get it back from the AOF, lose nothing.
+    report = {"nemesis": kind, "aof": aof and options.appendfsync,
+              "guarantee": aof or kind in ("stop", "partition")}
     if kind == "partition" and partitioner is None:
         report["skipped"] = options.no_partition_reason
         return report
     args = ["--cluster-node-timeout", str(options.node_timeout)]
-    if kind != "kill":
+    if aof:
         args += ["--appendonly", "yes", "--set", "appendfsync=" + options.appendfsync]
     hosts = ["127.0.0.%d" % (base + i) for i in range(options.nodes)]
     cluster = Cluster(os.path.join(workdir, kind), hosts, args)
@@ -489,7 +495,9 @@ def print_report(report, out=sys.stdout):
             continue
         r = phase["result"]
         bad = verdict(phase)
-        note = "; ".join(bad) if bad else ("ok" if phase["guarantee"] else "ok (no guarantee without AOF)")
+        note = "; ".join(bad) if bad else "ok"
+        if not phase["guarantee"]:
+            note += " (lost jobs allowed: no AOF)"
         w("%-10s %-9s %6d %8d %9d %6d %10d %7.3f %7d  %s\n" % (
             phase["nemesis"], phase["aof"] or "off", len(phase["events"]), r["acked"], r["delivered"],
             len(r["lost"]), len(r["unexpected"]), r["duplicate_pct"], len(phase["crashes"]), note))
@@ -505,13 +513,14 @@ def print_report(report, out=sys.stdout):
         w("  events: %s\n" % "; ".join(_event(e) for e in phase["events"]))
         for job_id, states in phase["where_lost"].items():
             w("  lost %s: state per node %s\n" % (job_id, states))
+        for job_id, body in r["unexpected"][:10]:
+            w("  unexpected delivery %s %r\n" % (job_id, body))
         for crash in phase["crashes"]:
             w("  crash of node %(node)d (exit %(returncode)s):\n%(log_tail)s\n" % crash)
 
 
 def _event(e):
-    rest = ", ".join("%s %s" % (k, v) for k, v in e.items() if k not in ("at", "kind"))
-    return rest
+    return ", ".join("%s %s" % (k, v) for k, v in e.items() if k not in ("at", "kind"))
 
 
 def parse_args(argv):
@@ -531,6 +540,8 @@ def parse_args(argv):
     p.add_argument("--quiet", type=float, default=5, help="drain: seconds without a delivery once all came")
     p.add_argument("--idle", type=float, default=30, help="drain: seconds without a delivery, give up")
     p.add_argument("--drain", type=float, default=180, help="drain: at most this many seconds")
+    p.add_argument("--no-aof", action="store_true",
+                   help="no AOF in any phase: kill-aof is kill, and kill-all loses its backlog (reported, allowed)")
     p.add_argument("--json", help="write the report here")
     p.add_argument("--keep", action="store_true", help="keep the nodes' directories (logs, AOFs)")
     o = p.parse_args(argv)
