@@ -24,6 +24,8 @@ TOOL = os.path.join(ROOT, "tools", "faults.py")
 NO_PARTITION = netfilter.unavailable()
 
 
+# The seeds below draw a first fault 1-5 s in, held 2.3-4.6 s: longer than
+# the ADDJOB timeout (2 s), so the clients feel it.
 def run_suite(tmp_path, nemesis, seed):
     out = tmp_path / "report.json"
     p = subprocess.run([sys.executable, TOOL, "--nodes", "3", "--seconds", "7", "--seed", str(seed),
