@@ -24,11 +24,11 @@ TOOL = os.path.join(ROOT, "tools", "faults.py")
 NO_PARTITION = netfilter.unavailable()
 
 
-# The seeds below draw a first fault 1-5 s in, held 2.3-4.6 s: longer than
-# the ADDJOB timeout (2 s), so the clients feel it.
+# The seeds below draw a first fault 1.2-3.2 s in, held 2.8-4.6 s: longer
+# than the ADDJOB timeout (2 s), so the clients feel it.
 def run_suite(tmp_path, nemesis, seed):
     out = tmp_path / "report.json"
-    p = subprocess.run([sys.executable, TOOL, "--nodes", "3", "--seconds", "7", "--seed", str(seed),
+    p = subprocess.run([sys.executable, TOOL, "--nodes", "3", "--seconds", "6", "--seed", str(seed),
                         "--nemesis", nemesis, "--appendfsync", "always", "--rate", "100",
                         "--producers", "3", "--consumers", "3", "--quiet", "3", "--json", str(out)],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=240)
@@ -67,7 +67,7 @@ def test_partitions_by_iptables(tmp_path):
 
 
 def test_every_node_killed_at_once_with_a_backlog(tmp_path):
-    _, phase, out = run_suite(tmp_path, "kill-all", 14)
+    _, phase, out = run_suite(tmp_path, "kill-all", 12)
     assert any(e["backlog"] for e in phase["events"]), out
 
 
@@ -123,8 +123,8 @@ def test_the_suite_reports_the_jobs_a_cluster_without_aof_loses(tmp_path):
     AOF forgets the backlog; those jobs are reported lost (allowed without
     the AOF, so the exit status stays 0), and no node holds them."""
     out = tmp_path / "report.json"
-    p = subprocess.run([sys.executable, TOOL, "--nodes", "3", "--seconds", "5", "--seed", "15", "--nemesis",
-                        "kill-all", "--no-aof", "--rate", "100", "--quiet", "2", "--idle", "6", "--json", str(out)],
+    p = subprocess.run([sys.executable, TOOL, "--nodes", "3", "--seconds", "5", "--seed", "12", "--nemesis",
+                        "kill-all", "--no-aof", "--rate", "100", "--quiet", "2", "--idle", "4", "--json", str(out)],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=240)
     assert p.returncode == 0, p.stdout
     (phase,) = json.loads(out.read_text())["phases"]
