@@ -68,3 +68,16 @@ def test_the_verdict_fails_lost_jobs_only_where_the_guarantee_holds():
     assert verdict(phase("kill", False, crashes=[{"node": 0}])) == ["1 node crashes"]
     assert verdict(phase("kill", False, tracebacks={2: 1})) == ["tracebacks in node logs {2: 1}"]
     assert verdict({"nemesis": "partition", "skipped": "no iptables"}) == []
+
+
+def test_duplicates_across_a_kill_of_every_node_are_told_apart():
+    from faults import across_kills
+
+    kills = [10.0, 20.0]
+    traces = [[(9.9, 0), (13.0, 1)],               # in flight at the kill at 10: given again after it
+              [(9.9, 0), (13.0, 1), (13.5, 2)],    # twice after it
+              [(11.0, 0), (12.0, 0)],              # both after the kill: another cause
+              [(5.0, 0), (6.0, 1)],                # both before any kill
+              [(19.0, 3), (25.0, 4)]]              # across the second kill
+    assert across_kills(traces, kills) == 4
+    assert across_kills(traces, []) == 0

@@ -73,6 +73,7 @@ class History:
         self.acked = {}
         self.deliveries = []
         self.delivered = set()
+        self.trace = {}  # job id -> [(time, node index)] of its deliveries
         self.last_delivery = time.time()
         self.errors = Counter()
 
@@ -84,11 +85,15 @@ class History:
         with self.lock:
             self.acked[job_id] = body
 
-    def deliver(self, jobs):
+    def deliver(self, jobs, node):
+        """``jobs`` (id, body) handed out by node index ``node``."""
+        now = time.time()
         with self.lock:
             self.deliveries.extend(jobs)
             self.delivered.update(job_id for job_id, _ in jobs)
-            self.last_delivery = time.time()
+            for job_id, _ in jobs:
+                self.trace.setdefault(job_id, []).append((round(now, 3), node))
+            self.last_delivery = now
 
     def error(self, what):
         with self.lock:
@@ -194,6 +199,7 @@ class Session:
         self.rng = rng
         self.timeout = timeout
         self.client = None
+        self.node = None  # index of the node connected to
         self.left = 0
 
     @staticmethod
@@ -207,7 +213,8 @@ class Session:
     def call(self, *args):
         if self.client is None or self.left <= 0:
             self.close()
-            node = self.rng.choice(self.cluster.nodes)
+            self.node = self.rng.randrange(len(self.cluster.nodes))
+            node = self.cluster.nodes[self.node]
             self.client = Client(node.port, host=node.host, timeout=self.timeout)
             self.left = self.rng.randint(1, 50)
         self.left -= 1
@@ -300,7 +307,7 @@ class Workload:
             if not reply:
                 continue
             jobs = [(job[1].decode(), job[2].decode()) for job in reply]
-            self.history.deliver(jobs)
+            self.history.deliver(jobs, session.node)
             try:
                 session.call("ACKJOB", *[job_id for job_id, _ in jobs])
             except (OSError, ConnectionError) as e:
@@ -380,11 +387,12 @@ class Nemesis:
         self.workload.paused.clear()
         time.sleep(self.rng.uniform(0.1, 0.6))
         everyone = list(range(self.n))
+        killed_at = time.time()
         self.cluster.kill(everyone)
         time.sleep(self.rng.uniform(0, 1))
         started = time.time()
         self.cluster.restart(everyone)
-        return {"backlog": backlog, "restart_s": round(time.time() - started, 2)}
+        return {"backlog": backlog, "killed_at": round(killed_at, 3), "restart_s": round(time.time() - started, 2)}
 
 
 def drain(history, options):
@@ -450,12 +458,28 @@ def run_phase(kind, options, base, partitioner, workdir):
     cluster.watch()
 
     result = check(history.attempted, history.acked, history.deliveries)
+    twice = [job_id for job_id, times in history.trace.items() if len(times) > 1]
+    report["duplicate_trace"] = {job_id: history.trace[job_id] for job_id in twice[:200]}
+    report["duplicates_across_kill_all"] = across_kills(
+        [history.trace[job_id] for job_id in twice], [e["killed_at"] for e in events if "killed_at" in e])
     report.update(events=events, errors=dict(history.errors), result=result,
                   crashes=cluster.crashes, tracebacks=cluster.tracebacks())
     report["where_lost"] = {job_id: [_state(node, job_id) for node in cluster.nodes]
                             for job_id in result["lost"][:10]}
     cluster.stop()
     return report
+
+
+def across_kills(traces, kills):
+    """How many deliveries beyond the first came after a kill of every node
+    that followed the job's first delivery: jobs in flight at the kill
+    (delivered, their ACK not yet on every copy) given again after the
+    restart.  ``traces``: [(time, node)] per job delivered more than once."""
+    n = 0
+    for trace in traces:
+        first = trace[0][0]
+        n += sum(1 for t, _ in trace[1:] if any(first <= k < t for k in kills))
+    return n
 
 
 def _state(node, job_id):
@@ -509,6 +533,9 @@ def print_report(report, out=sys.stdout):
           "drain %ss%s\n" % (phase["nemesis"], r["deliveries"], r["duplicates"], r["redelivered"] or "-",
                              r["unconfirmed"], phase["drain_s"],
                              "" if phase["meshed_after_heal"] else ", NOT meshed after heal"))
+        if phase["nemesis"] == "kill-all":
+            w("  duplicates of jobs delivered before a kill and again after it: %d of %d\n" % (
+                phase["duplicates_across_kill_all"], r["duplicates"]))
         w("  errors seen by clients: %s\n" % (phase["errors"] or "-"))
         w("  events: %s\n" % "; ".join(_event(e) for e in phase["events"]))
         for job_id, states in phase["where_lost"].items():
