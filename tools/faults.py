@@ -85,14 +85,15 @@ class History:
         with self.lock:
             self.acked[job_id] = body
 
-    def deliver(self, jobs, node):
-        """``jobs`` (id, body) handed out by node index ``node``."""
+    def deliver(self, jobs, node, consumer):
+        """``jobs`` (id, body) handed out by node index ``node`` to consumer
+        thread ``consumer`` in one GETJOB reply."""
         now = time.time()
         with self.lock:
             self.deliveries.extend(jobs)
             self.delivered.update(job_id for job_id, _ in jobs)
             for job_id, _ in jobs:
-                self.trace.setdefault(job_id, []).append((round(now, 3), node))
+                self.trace.setdefault(job_id, []).append((round(now, 3), node, consumer))
             self.last_delivery = now
 
     def error(self, what):
@@ -307,7 +308,9 @@ class Workload:
             if not reply:
                 continue
             jobs = [(job[1].decode(), job[2].decode()) for job in reply]
-            self.history.deliver(jobs, session.node)
+            if len(set(jobs)) < len(jobs):
+                self.history.error("GETJOB the same job twice in one reply")
+            self.history.deliver(jobs, session.node, k)
             try:
                 session.call("ACKJOB", *[job_id for job_id, _ in jobs])
             except (OSError, ConnectionError) as e:
@@ -474,11 +477,12 @@ def across_kills(traces, kills):
     """How many deliveries beyond the first came after a kill of every node
     that followed the job's first delivery: jobs in flight at the kill
     (delivered, their ACK not yet on every copy) given again after the
-    restart.  ``traces``: [(time, node)] per job delivered more than once."""
+    restart.  ``traces``: [(time, node, ...)] per job delivered more than
+    once."""
     n = 0
     for trace in traces:
         first = trace[0][0]
-        n += sum(1 for t, _ in trace[1:] if any(first <= k < t for k in kills))
+        n += sum(1 for t in (entry[0] for entry in trace[1:]) if any(first <= k < t for k in kills))
     return n
 
 
