@@ -31,7 +31,11 @@ until every acknowledged job was delivered and nothing came for
 ``--quiet`` seconds (or nothing came for ``--idle`` seconds, or
 ``--drain`` seconds passed).  ``tools/faultcheck.py`` gives the verdict:
 lost, unexpected, duplicate %, and crashes (a node process that exited
-without the nemesis killing it, or a Traceback in a node's log).
+without the nemesis killing it, or a Traceback in a node's log).  Every
+delivery's time, node and consumer are traced: for ``kill-all`` the
+report counts apart the duplicates of jobs delivered before a kill of
+every node and again after it (ACKs in flight at the kill), and
+``--json`` keeps the traces of up to 200 duplicated jobs.
 
 Exit status 1 when a phase lost an acknowledged job where the guarantee
 holds (every nemesis except ``kill``, and every one with ``--no-aof`` but
