@@ -555,7 +555,7 @@ def print_report(report, out=sys.stdout):
 
 
 def _event(e):
-    return ", ".join("%s %s" % (k, v) for k, v in e.items() if k not in ("at", "kind"))
+    return ", ".join("%s %s" % (k, v) for k, v in e.items() if k not in ("at", "kind", "killed_at"))
 
 
 def parse_args(argv):
