@@ -81,3 +81,13 @@ def test_duplicates_across_a_kill_of_every_node_are_told_apart():
               [(19.0, 3), (25.0, 4)]]              # across the second kill
     assert across_kills(traces, kills) == 4
     assert across_kills(traces, []) == 0
+
+
+def test_a_partition_that_cannot_be_made_is_skipped_with_its_reason(tmp_path):
+    from faults import parse_args, run_phase, verdict
+
+    options = parse_args(["--nemesis", "partition"])
+    options.no_partition_reason = "iptables rules need root (running as uid 1000)"
+    phase = run_phase("partition", options, 100, None, str(tmp_path))
+    assert phase["skipped"] == options.no_partition_reason and verdict(phase) == []
+    assert list(tmp_path.iterdir()) == []  # no cluster was started
