@@ -266,10 +266,12 @@ def redis_cli(port, *args, stdin=None):
     return p.returncode, p.stdout
 
 
-def start_cluster(workdir, n, args=(), timeout=30.0, env=None, twistd=None):
-    """``n`` real nodes on 127.0.0.1, joined by a chain of MEETs (node i
-    meets node i+1), returned once every node reaches all the others."""
-    nodes = [NodeProcess(os.path.join(str(workdir), "node%d" % i), args=args, env=env, twistd=twistd)
+def start_cluster(workdir, n, args=(), timeout=30.0, env=None, twistd=None, hosts=None):
+    """``n`` real nodes, joined by a chain of MEETs (node i meets node i+1),
+    returned once every node reaches all the others.  All on 127.0.0.1, or
+    node i on ``hosts[i]`` (its clients, bus and outgoing links there)."""
+    hosts = hosts or ["127.0.0.1"] * n
+    nodes = [NodeProcess(os.path.join(str(workdir), "node%d" % i), args=args, env=env, twistd=twistd, host=hosts[i])
              for i in range(n)]
     try:
         for node in nodes:
@@ -278,7 +280,7 @@ def start_cluster(workdir, n, args=(), timeout=30.0, env=None, twistd=None):
             node.wait_ready()
         for a, b in zip(nodes, nodes[1:]):
             c = a.client()
-            assert c.call("CLUSTER", "MEET", "127.0.0.1", str(b.port)) == b"OK"
+            assert c.call("CLUSTER", "MEET", b.host, str(b.port)) == b"OK"
             c.close()
         wait_full_mesh(nodes, timeout)
     except BaseException:
