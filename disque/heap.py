@@ -17,10 +17,22 @@ still freed by reference counting when they die, but full collections no
 longer walk them, and a full collection costs only what was allocated since
 the last freeze.
 
-The trade-off, for applications embedding the node: a reference cycle that
-is alive at a freeze and becomes garbage later is never collected.  Set
-``gc-freeze-interval 0`` to leave the collector alone (the default for the
-embedding API is the same as for ``twistd``: on).
+The trade-off: a reference cycle that is alive at a freeze and becomes
+garbage later is never collected by the young collections.  The node makes
+one such cycle: a bus link to a peer (Twisted's ``ClientService`` is a
+cycle by design: its state machine and its core point at each other), let
+go when the peer is forgotten, its handshake expires or it moves.  The code
+letting go of one calls :func:`frozen_cycles_released`, and the freezer's
+next run, if the last full collection is at least
+:data:`FULL_COLLECTION_SPACING` seconds old (else the first run after
+that), unfreezes everything, runs a full collection and freezes again: one
+pause of the full collection's length (~0.5 s per million jobs), at most
+once a minute and only after a link was dropped, instead of memory that
+grows with every dropped link (a few KB each; the fuzzer's MEET storms made
+that tens of MB).  Applications embedding the node that let go of cycles
+of their own can call it too, or set ``gc-freeze-interval 0`` to leave the
+collector alone (the default for the embedding API is the same as for
+``twistd``: on).
 
 This is CPython's policy only.  PyPy has no ``gc.freeze`` and no need of
 one: its major collections are incremental (no long pause), and there
@@ -34,11 +46,36 @@ import gc
 from twisted.application.internet import TimerService
 
 
-def freeze_survivors() -> None:
-    """Collect the young generations, freeze the survivors.  (Both are
-    cheap whatever the heap holds; ``gc.get_freeze_count()`` is not: it
-    walks every frozen object, ~5 ms per million, so it is not asked here.)"""
-    gc.collect(1)
+#: Least seconds between two full collections asked for by
+#: :func:`frozen_cycles_released`.
+FULL_COLLECTION_SPACING = 60.0
+
+
+class _Released:
+    """Process-wide, as the collector is: whether a frozen cycle may have
+    died since the last full collection, and when that one ran."""
+    pending = False
+    last_full = float("-inf")
+
+
+def frozen_cycles_released() -> None:
+    """A long-lived reference cycle was let go: have the freezer run a full
+    collection (see the module docstring).  Cheap: it only sets a flag."""
+    _Released.pending = True
+
+
+def freeze_survivors(now: float = None) -> None:
+    """Collect the young generations, freeze the survivors; with a cycle
+    released (and ``now``, seconds, at least FULL_COLLECTION_SPACING after
+    the last full collection), collect everything first.  (Both are cheap
+    whatever the heap holds; ``gc.get_freeze_count()`` is not: it walks
+    every frozen object, ~5 ms per million, so it is not asked here.)"""
+    if _Released.pending and now is not None and now - _Released.last_full >= FULL_COLLECTION_SPACING:
+        _Released.pending, _Released.last_full = False, now
+        gc.unfreeze()
+        gc.collect()
+    else:
+        gc.collect(1)
     gc.freeze()
 
 
@@ -48,7 +85,7 @@ def heap_freezer(clock, interval: float):
     load); None for ``interval`` 0, which leaves the collector alone."""
     if interval <= 0:
         return None
-    service = TimerService(interval, freeze_survivors)
+    service = TimerService(interval, lambda: freeze_survivors(clock.seconds()))
     service.clock = clock
     service.setName("heap-freezer")
     return service

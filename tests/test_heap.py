@@ -133,3 +133,61 @@ def test_freezer_service_runs_every_interval(clean_gc):
 def test_freezer_off_leaves_the_collector_alone(clean_gc):
     assert heap_freezer(task.Clock(), 0) is None
     assert gc.get_freeze_count() == 0
+
+
+class _Cycle:
+    pass
+
+
+def _frozen_cycle():
+    """A reference cycle, alive when frozen; returns a weak reference to it."""
+    import weakref
+    a, b = _Cycle(), _Cycle()
+    a.other, b.other = b, a
+    ref = weakref.ref(a)
+    return ref, a
+
+
+def test_a_released_frozen_cycle_is_collected_by_a_full_collection(clean_gc, monkeypatch):
+    from disque import heap
+    monkeypatch.setattr(heap._Released, "pending", False)
+    monkeypatch.setattr(heap._Released, "last_full", float("-inf"))
+    clock = task.Clock()
+    clock.advance(1000)
+    svc = heap_freezer(clock, 1)
+    svc.startService()
+    try:
+        ref, alive = _frozen_cycle()
+        clock.advance(1)  # frozen while alive
+        del alive
+        clock.advance(1)
+        assert ref() is not None  # young collections never see it again: the leak
+        heap.frozen_cycles_released()
+        clock.advance(1)
+        assert ref() is None  # the full collection took it
+        # the next release waits for the spacing
+        ref, alive = _frozen_cycle()
+        clock.advance(1)
+        del alive
+        heap.frozen_cycles_released()
+        clock.advance(heap.FULL_COLLECTION_SPACING - 5)
+        assert ref() is not None
+        clock.advance(5)
+        assert ref() is None
+    finally:
+        svc.stopService()
+
+
+def test_a_dropped_bus_link_asks_for_a_full_collection(tmp_path, monkeypatch):
+    """Each link dropped leaves a ClientService cycle (the freezer's case)."""
+    from disque.bus import links
+    from disque.testing import IOSimCluster
+    released = []
+    monkeypatch.setattr(links, "frozen_cycles_released", lambda: released.append(1))
+    cluster = IOSimCluster(1, tmp_path)
+    try:
+        cluster.client(0).call("CLUSTER", "MEET", "192.0.2.1", "7711")  # TEST-NET: never answers
+        cluster.advance(40.0)  # the handshake expires, its link is dropped
+        assert released
+    finally:
+        cluster.stop()

@@ -23,6 +23,7 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from ..heap import frozen_cycles_released
 from ..logs import logger, node_log
 from ..tls import error_text
 from .protocol import BusProtocol
@@ -139,6 +140,7 @@ class PeerLink:
 
     def stop(self):
         self.protocol = None
+        frozen_cycles_released()  # the ClientService is a cycle: see disque.heap
         return self.service.stopService()
 
 
