@@ -11,11 +11,14 @@ node IDs), and neither do the node's other long-lived objects once their
 owner lets go (``tests/test_heap.py`` checks that the node leaves no cyclic
 garbage behind; Twisted breaks its own transport/protocol cycle on close).
 Reference counting frees them; the cycle collector only has to look at
-young objects.  So every ``interval`` seconds this service collects the
-young generations and then ``gc.freeze()``s what survived: frozen objects are
-still freed by reference counting when they die, but full collections no
-longer walk them, and a full collection costs only what was allocated since
-the last freeze.
+what is new.  So every ``interval`` seconds this service collects every
+generation and then ``gc.freeze()``s what survived: frozen objects are
+still freed by reference counting when they die, but collections no longer
+walk them, so each of these collections (and any the interpreter starts)
+costs only what was allocated since the last freeze.  It must be every
+generation, not just the young ones: an object that outlived two young
+collections is in the old one, and a cycle of those that died since would
+otherwise be frozen as garbage.
 
 The trade-off: a reference cycle that is alive at a freeze and becomes
 garbage later is never collected by the young collections.  The node makes
@@ -65,17 +68,16 @@ def frozen_cycles_released() -> None:
 
 
 def freeze_survivors(now: float = None) -> None:
-    """Collect the young generations, freeze the survivors; with a cycle
+    """Collect what is not frozen, freeze the survivors; with a cycle
     released (and ``now``, seconds, at least FULL_COLLECTION_SPACING after
-    the last full collection), collect everything first.  (Both are cheap
-    whatever the heap holds; ``gc.get_freeze_count()`` is not: it walks
-    every frozen object, ~5 ms per million, so it is not asked here.)"""
+    the last full collection), unfreeze everything first.  (Without that,
+    both are cheap whatever the heap holds; ``gc.get_freeze_count()`` is
+    not: it walks every frozen object, ~5 ms per million, so it is not
+    asked here.)"""
     if _Released.pending and now is not None and now - _Released.last_full >= FULL_COLLECTION_SPACING:
         _Released.pending, _Released.last_full = False, now
         gc.unfreeze()
-        gc.collect()
-    else:
-        gc.collect(1)
+    gc.collect()
     gc.freeze()
 
 

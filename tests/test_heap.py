@@ -191,3 +191,14 @@ def test_a_dropped_bus_link_asks_for_a_full_collection(tmp_path, monkeypatch):
         assert released
     finally:
         cluster.stop()
+
+
+def test_a_cycle_that_died_old_is_not_frozen(clean_gc):
+    """A cycle promoted to the old generation by young collections, dead
+    before the freezer runs, is collected, not frozen."""
+    ref, alive = _frozen_cycle()
+    gc.collect(0)
+    gc.collect(1)  # now in the oldest generation
+    del alive
+    freeze_survivors()
+    assert ref() is None
