@@ -21,18 +21,21 @@ collections is in the old one, and a cycle of those that died since would
 otherwise be frozen as garbage.
 
 The trade-off: a reference cycle that is alive at a freeze and becomes
-garbage later is never collected by the young collections.  The node makes
-one such cycle: a bus link to a peer (Twisted's ``ClientService`` is a
-cycle by design: its state machine and its core point at each other), let
-go when the peer is forgotten, its handshake expires or it moves.  The code
-letting go of one calls :func:`frozen_cycles_released`, and the freezer's
-next run, if the last full collection is at least
-:data:`FULL_COLLECTION_SPACING` seconds old (else the first run after
-that), unfreezes everything, runs a full collection and freezes again: one
-pause of the full collection's length (~0.5 s per million jobs), at most
-once a minute and only after a link was dropped, instead of memory that
-grows with every dropped link (a few KB each; the fuzzer's MEET storms made
-that tens of MB).  Applications embedding the node that let go of cycles
+garbage later is never collected by these collections.  The node makes
+such cycles on the bus only: a link to a peer (Twisted's ``ClientService``
+is a cycle by design: its state machine and its core point at each other),
+let go when the peer is forgotten, its handshake expires or it moves; and
+a connection attempt in flight at a freeze that then fails (the endpoint's
+connector, its factory wrapper, its Deferred and Failure: about one object
+a second per unreachable peer).  The code letting go of one calls
+:func:`frozen_cycles_released`, and the freezer's next run unfreezes
+everything, runs a full collection and freezes again, provided the last
+such collection is old enough: :data:`FULL_COLLECTION_SPACING` seconds,
+and at least :data:`FULL_COLLECTION_COST` times as long as that collection
+took.  So the pause (~0.5 s per million jobs) comes only while links are
+dropped or peers are unreachable, and costs at most a thousandth of the
+node's time; memory no longer grows with every dropped link or failed
+attempt (the fuzzer's MEET storms made that tens of MB).  Applications embedding the node that let go of cycles
 of their own can call it too, or set ``gc-freeze-interval 0`` to leave the
 collector alone (the default for the embedding API is the same as for
 ``twistd``: on).
@@ -45,6 +48,7 @@ a core busy walking an idle node's jobs.  On PyPy the directive is fixed at
 """
 
 import gc
+import time
 
 from twisted.application.internet import TimerService
 
@@ -52,13 +56,15 @@ from twisted.application.internet import TimerService
 #: Least seconds between two full collections asked for by
 #: :func:`frozen_cycles_released`.
 FULL_COLLECTION_SPACING = 60.0
+#: ... and at least this many times as long as the last one took.
+FULL_COLLECTION_COST = 1000
 
 
 class _Released:
     """Process-wide, as the collector is: whether a frozen cycle may have
-    died since the last full collection, and when that one ran."""
+    died since the last full collection, and when the next may run."""
     pending = False
-    last_full = float("-inf")
+    next_full = float("-inf")
 
 
 def frozen_cycles_released() -> None:
@@ -74,10 +80,15 @@ def freeze_survivors(now: float = None) -> None:
     both are cheap whatever the heap holds; ``gc.get_freeze_count()`` is
     not: it walks every frozen object, ~5 ms per million, so it is not
     asked here.)"""
-    if _Released.pending and now is not None and now - _Released.last_full >= FULL_COLLECTION_SPACING:
-        _Released.pending, _Released.last_full = False, now
+    if _Released.pending and now is not None and now >= _Released.next_full:
+        _Released.pending = False
         gc.unfreeze()
-    gc.collect()
+        started = time.perf_counter()
+        gc.collect()
+        took = time.perf_counter() - started
+        _Released.next_full = now + max(FULL_COLLECTION_SPACING, FULL_COLLECTION_COST * took)
+    else:
+        gc.collect()
     gc.freeze()
 
 

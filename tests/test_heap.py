@@ -151,7 +151,7 @@ def _frozen_cycle():
 def test_a_released_frozen_cycle_is_collected_by_a_full_collection(clean_gc, monkeypatch):
     from disque import heap
     monkeypatch.setattr(heap._Released, "pending", False)
-    monkeypatch.setattr(heap._Released, "last_full", float("-inf"))
+    monkeypatch.setattr(heap._Released, "next_full", float("-inf"))
     clock = task.Clock()
     clock.advance(1000)
     svc = heap_freezer(clock, 1)
@@ -165,7 +165,8 @@ def test_a_released_frozen_cycle_is_collected_by_a_full_collection(clean_gc, mon
         heap.frozen_cycles_released()
         clock.advance(1)
         assert ref() is None  # the full collection took it
-        # the next release waits for the spacing
+        # the next release waits for the spacing (the collection took
+        # under 60 ms: a minute)
         ref, alive = _frozen_cycle()
         clock.advance(1)
         del alive
@@ -202,3 +203,32 @@ def test_a_cycle_that_died_old_is_not_frozen(clean_gc):
     del alive
     freeze_survivors()
     assert ref() is None
+
+
+def test_a_slow_full_collection_spaces_the_next_ones_more(clean_gc, monkeypatch):
+    """A full collection that took 0.5 s (a million jobs) is not repeated
+    within 1000 x 0.5 s: at most a thousandth of the node's time."""
+    from disque import heap
+    monkeypatch.setattr(heap._Released, "pending", True)
+    monkeypatch.setattr(heap._Released, "next_full", float("-inf"))
+    ticks = iter([10.0, 10.5])
+    monkeypatch.setattr(heap.time, "perf_counter", lambda: next(ticks))
+    freeze_survivors(1000.0)
+    assert heap._Released.next_full == 1000.0 + 500.0 and not heap._Released.pending
+
+
+def test_a_failed_link_attempt_asks_for_a_full_collection(tmp_path, monkeypatch):
+    from disque.bus import links
+    from disque.testing import IOSimCluster
+    released = []
+    monkeypatch.setattr(links, "frozen_cycles_released", lambda: released.append(1))
+    cluster = IOSimCluster(2, tmp_path)
+    try:
+        cluster.client(0).call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[1])
+        cluster.advance(2.0)
+        cluster.kill(1)
+        before = len(released)
+        cluster.advance(3.0)  # the link to the dead node retries and fails
+        assert len(released) > before
+    finally:
+        cluster.stop()

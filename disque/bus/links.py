@@ -92,6 +92,16 @@ class _TLSLinkProtocol(BusProtocol):
         super().connectionLost(reason)
 
 
+_backoff = backoffPolicy(0.1, 1.0, 2.0)
+
+
+def _retry_policy(attempt):
+    """The delay before reconnecting after ``attempt`` failures.  A failed
+    attempt may leave a reference cycle the heap freezer holds: say so."""
+    frozen_cycles_released()
+    return _backoff(attempt)
+
+
 class PeerLink:
     def __init__(self, links, node_id, host, port):
         self.runtime = links.runtime
@@ -102,8 +112,7 @@ class PeerLink:
         self.links = links
         self.tls_failing = False  # a TLS handshake failed, and none succeeded since (logged once)
         endpoint = links.connector.endpoint(host.decode(), port + BUS_PORT_OFFSET)
-        self.service = _PeerService(endpoint, _LinkFactory(self), retryPolicy=backoffPolicy(0.1, 1.0, 2.0),
-                                    clock=links.reactor)
+        self.service = _PeerService(endpoint, _LinkFactory(self), retryPolicy=_retry_policy, clock=links.reactor)
         self.service.startService()
 
     def describe(self) -> str:
