@@ -191,7 +191,6 @@ class RequestParser:
         self._argv, self._left, self._bulklen = None, 0, -1
         self._argv_bytes = self._argv_counted = 0
         self._error = None
-        self.preauth = False
         self.preauth_refused = None
 
     def set_max_bulk_len(self, max_bulk_len):

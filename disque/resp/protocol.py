@@ -166,14 +166,7 @@ class RespProtocol(BatchOutput, Protocol):
         parser = self.parser
         if not self.client.authenticated or parser.preauth:
             self._follow_auth()
-        error = None
-        commands = []
-        try:
-            commands = parser.feed_parse(data)
-            if commands and parser.failed():
-                parser.parse()  # [] unless an error followed them: it raises
-        except ProtocolError as e:
-            error = e.args[0]
+        commands, error = self._parse(data)
         self.client.qbuf = parser.pending()
         if self.pending or self.parked:
             self.pending.extend(commands)
@@ -200,6 +193,19 @@ class RespProtocol(BatchOutput, Protocol):
             self.close()
         runtime.after_batch()
 
+    def _parse(self, data=None):
+        """(the complete requests now buffered, with ``data`` fed first,
+        and the protocol error after them or None)."""
+        parser = self.parser
+        commands = []
+        try:
+            commands = parser.parse() if data is None else parser.feed_parse(data)
+            if commands and parser.failed():
+                parser.parse()  # [] unless an error followed them: it raises
+        except ProtocolError as e:
+            return commands, e.args[0]
+        return commands, None
+
     def _follow_auth(self):
         """The parser applies Redis' limits for clients that have not
         authenticated (disque.resp.codec) exactly while this one must."""
@@ -217,13 +223,7 @@ class RespProtocol(BatchOutput, Protocol):
             self._follow_auth()
             if parser.preauth_refused is not None:
                 return parser.preauth_refused
-            more, error = [], None
-            try:
-                more = parser.parse()
-                if more and parser.failed():
-                    parser.parse()
-            except ProtocolError as e:
-                error = e.args[0]
+            more, error = self._parse()
             if self.pending or self.parked:
                 self.pending.extend(more)
             else:
