@@ -23,8 +23,8 @@ them (``GETJOB`` from random nodes, every delivery recorded, then
                (iptables, see ``tools/netfilter.py``), then heal; skipped
                with the reason when rules cannot be set here;
 ``kill-all``   pause the consumers until a backlog builds, resume them
-               and, while they take it, kill -9 every node at once;
-               restart them all with the AOF.
+               and, while they take it (``--take-before-kill``), kill -9
+               every node at once; restart them all with the AOF.
 
 Then everything is healed, the producers stop and the consumers drain
 until every acknowledged job was delivered and nothing came for
@@ -391,11 +391,14 @@ class Nemesis:
         self.workload.paused.set()
         time.sleep(self.rng.uniform(1, 3))
         backlog = self.cluster.backlog()
-        self.workload.paused.clear()
-        time.sleep(self.rng.uniform(0.1, 0.6))
+        window = self.workload.options.take_before_kill
+        if window > 0:
+            self.workload.paused.clear()
+            time.sleep(self.rng.uniform(min(0.1, window), window))
         everyone = list(range(self.n))
         killed_at = time.time()
         self.cluster.kill(everyone)
+        self.workload.paused.clear()
         time.sleep(self.rng.uniform(0, 1))
         started = time.time()
         self.cluster.restart(everyone)
@@ -575,6 +578,9 @@ def parse_args(argv):
     p.add_argument("--quiet", type=float, default=5, help="drain: seconds without a delivery once all came")
     p.add_argument("--idle", type=float, default=30, help="drain: seconds without a delivery, give up")
     p.add_argument("--drain", type=float, default=180, help="drain: at most this many seconds")
+    p.add_argument("--take-before-kill", type=float, default=0.6,
+                   help="kill-all: the consumers take the backlog for up to this many seconds (at least 0.1) "
+                        "before every node is killed; 0: killed while they still wait, the whole backlog queued")
     p.add_argument("--no-aof", action="store_true",
                    help="no AOF in any phase: kill-aof is kill, and kill-all loses its backlog (reported, allowed)")
     p.add_argument("--json", help="write the report here")
