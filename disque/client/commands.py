@@ -1,0 +1,344 @@
+"""Every Disque command once: its arguments and the shape of its reply.
+
+A method of :class:`Commands` builds a :class:`Call` (the argument list, the
+reply parser, whether the node may hold the reply back, which node should
+run it) and hands it to ``self._run``.  The Twisted client's ``_run``
+returns a Deferred, the blocking client's the value itself; neither knows
+any command, so an argument or a reply is decoded in one place only.
+
+Conventions of the API: job IDs and queue names are ``str`` (``bytes``
+accepted), bodies ``bytes`` (``str`` is UTF-8 encoded); wherever a job ID is
+taken, a :class:`~disque.client.job.Job` is taken too, and its commands go
+first to the node that delivered it.
+"""
+
+from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+from .job import Hello, Job, NodeInfo
+
+
+class Page(NamedTuple):
+    """One page of QSCAN or JSCAN: the cursor of the next page (0 after
+    the last), the items, and the node that answered (later pages of the
+    same cursor must go there)."""
+    cursor: int
+    items: list
+    node: Optional[str]
+
+
+class Call:
+    """One command to run.
+
+    ``args`` is the command line; ``parse(reply, node_id)`` shapes the
+    reply (``node_id`` is the node that answered).  ``blocking`` calls may
+    be held by the node for as long as it has nothing to give (GETJOB
+    without NOHANG): they get a connection of their own so other calls are
+    not queued behind them.  ``prefer`` is the ID of the node to try first (the node that
+    delivered a job); ``pin`` a node that must run the call, with no
+    failover (the pages of one scan cursor)."""
+
+    __slots__ = ("args", "parse", "blocking", "prefer", "pin")
+
+    def __init__(self, args: Sequence, parse: Callable = None, blocking: bool = False,
+                 prefer: Optional[str] = None, pin: Optional[str] = None):
+        self.args = args
+        self.parse = parse or _raw
+        self.blocking = blocking
+        self.prefer = prefer
+        self.pin = pin
+
+    def __repr__(self):
+        return "Call(%r)" % (self.args,)
+
+
+# -- reply decoding --------------------------------------------------------------
+
+def _raw(reply, node):
+    return reply
+
+
+def text(value) -> Optional[str]:
+    """A bulk or status reply as ``str`` (the wire layers give status lines
+    as ``str`` or ``bytes``)."""
+    if value is None or isinstance(value, str):
+        return value
+    return value.decode("utf-8", "surrogateescape")
+
+
+def _text_reply(reply, node):
+    return text(reply)
+
+
+def _int_reply(reply, node):
+    return int(reply)
+
+
+def _value(key: str, value):
+    """A field of SHOW/QSTAT/JSCAN: integers as ``int``, lists of strings as
+    lists of ``str``, the body as ``bytes``, other strings as ``str``."""
+    if key == "body" or isinstance(value, int):
+        return value
+    if isinstance(value, list):
+        return [text(v) for v in value]
+    s = text(value)
+    if s and (s.isdigit() or (s[0] == "-" and s[1:].isdigit())):
+        return int(s)
+    return s
+
+
+def pairs(reply) -> Optional[dict]:
+    """A flat ``[key, value, ...]`` reply as a dict (``None`` for nil)."""
+    if reply is None:
+        return None
+    out = {}
+    for i in range(0, len(reply) - 1, 2):
+        key = text(reply[i])
+        out[key] = _value(key, reply[i + 1])
+    return out
+
+
+def _pairs_reply(reply, node):
+    return pairs(reply)
+
+
+def job_arg(job) -> Tuple[str, Optional[str]]:
+    """A job ID argument and the node to prefer for it."""
+    if isinstance(job, Job):
+        return job.id, job.node
+    return text(job), None
+
+
+def _jobs_args(jobs) -> Tuple[list, Optional[str]]:
+    if not jobs:
+        raise TypeError("at least one job or job ID is needed")
+    ids, prefer = [], None
+    for job in jobs:
+        job_id, node = job_arg(job)
+        ids.append(job_id)
+        prefer = prefer or node
+    return ids, prefer
+
+
+def parse_jobs(reply, node) -> List[Job]:
+    """GETJOB / QPEEK: ``[[queue, id, body(, "nacks", n, "additional-deliveries", n)], ...]``
+    (nil when GETJOB timed out) as a list of :class:`Job`."""
+    if not reply:
+        return []
+    jobs = []
+    for entry in reply:
+        nacks = extra = None
+        if len(entry) >= 7:
+            counters = pairs(entry[3:])
+            nacks, extra = counters.get("nacks"), counters.get("additional-deliveries")
+        jobs.append(Job(text(entry[0]), text(entry[1]), entry[2], nacks, extra, node))
+    return jobs
+
+
+def parse_hello(reply, node=None, host: Optional[str] = None) -> Hello:
+    """HELLO: ``[version, my_id, [id, host, port, priority], ...]``.  A node
+    that does not know its own address advertises an empty host: ``host``
+    (the address the client reached it at) stands in for it."""
+    nodes = []
+    for entry in reply[2:]:
+        node_host = text(entry[1]) or host or ""
+        nodes.append(NodeInfo(text(entry[0]), node_host, int(entry[2]), int(entry[3])))
+    return Hello(int(reply[0]), text(reply[1]), tuple(nodes))
+
+
+def parse_info(reply, node=None) -> dict:
+    """INFO's ``key:value`` lines as a dict of strings (sections flattened)."""
+    out = {}
+    for line in text(reply).splitlines():
+        if line and not line.startswith("#") and ":" in line:
+            key, _, value = line.partition(":")
+            out[key] = value
+    return out
+
+
+def _scan_reply(items: Callable):
+    def parse(reply, node):
+        return Page(int(reply[0]), [items(entry) for entry in reply[1]], node)
+    return parse
+
+
+def _opt(args: list, name: str, value):
+    if value is not None:
+        args += (name, value)
+
+
+class Commands:
+    """The Disque command set, shared by the clients (mixin: the class that
+    uses it defines ``_run(call)``)."""
+
+    def _run(self, call: Call):
+        raise NotImplementedError
+
+    def execute(self, *args, blocking: bool = False):
+        """Any command line, its reply as the wire gives it."""
+        return self._run(Call(args, blocking=blocking))
+
+    # -- Jobs --------------------------------------------------------------------
+
+    def add_job(self, queue, body, timeout: int = 0, replicate: Optional[int] = None,
+                delay: Optional[int] = None, retry: Optional[int] = None, ttl: Optional[int] = None,
+                maxlen: Optional[int] = None, async_: bool = False, dedup=None):
+        """ADDJOB: add ``body`` to ``queue``; the new job's ID.
+
+        ``timeout`` is ADDJOB's ms-timeout (milliseconds to wait for the
+        copies; 0 waits as long as it takes).  ``replicate``, ``delay``,
+        ``retry``, ``ttl`` (seconds), ``maxlen`` and ``async_`` are ADDJOB's
+        options; ``dedup`` is this node's DEDUP key (docs/dedup.md), which
+        also makes a retry after a lost reply add nothing twice.  Raises
+        NoReplication, Paused, MaxLen, OutOfMemory."""
+        args = ["ADDJOB", queue, body, int(timeout)]
+        _opt(args, "REPLICATE", replicate)
+        _opt(args, "DELAY", delay)
+        _opt(args, "RETRY", retry)
+        _opt(args, "TTL", ttl)
+        _opt(args, "MAXLEN", maxlen)
+        if async_:
+            args.append("ASYNC")
+        _opt(args, "DEDUP", dedup)
+        return self._run(Call(args, _text_reply))
+
+    def get_jobs(self, *queues, count: int = 1, timeout: Optional[int] = None,
+                 nohang: bool = False, with_counters: bool = True):
+        """GETJOB: up to ``count`` jobs from the first of ``queues`` that has
+        some, as a list of :class:`Job` (empty when ``timeout`` milliseconds
+        passed, or at once with ``nohang``).  Without ``timeout`` and
+        ``nohang`` it waits until a job comes, as GETJOB does."""
+        if not queues:
+            raise TypeError("get_jobs needs at least one queue")
+        args = ["GETJOB"]
+        if nohang:
+            args.append("NOHANG")
+        _opt(args, "TIMEOUT", timeout)
+        if count != 1:
+            args += ("COUNT", count)
+        if with_counters:
+            args.append("WITHCOUNTERS")
+        args.append("FROM")
+        args.extend(queues)
+        return self._run(Call(args, parse_jobs, blocking=not nohang))
+
+    def get_job(self, *queues, timeout: Optional[int] = None, nohang: bool = False):
+        """One job or ``None``: :meth:`get_jobs` with ``count=1``."""
+        return self._then(self.get_jobs(*queues, timeout=timeout, nohang=nohang),
+                          lambda jobs: jobs[0] if jobs else None)
+
+    def ack(self, *jobs):
+        """ACKJOB: the number of jobs the node knew and acknowledged."""
+        ids, prefer = _jobs_args(jobs)
+        return self._run(Call(["ACKJOB"] + ids, _int_reply, prefer=prefer))
+
+    def fast_ack(self, *jobs):
+        """FASTACK: best-effort acknowledgement; the number of known jobs."""
+        ids, prefer = _jobs_args(jobs)
+        return self._run(Call(["FASTACK"] + ids, _int_reply, prefer=prefer))
+
+    def nack(self, *jobs):
+        """NACK: queue the jobs again at once, counting a nack; the number
+        of jobs the node knew."""
+        ids, prefer = _jobs_args(jobs)
+        return self._run(Call(["NACK"] + ids, _int_reply, prefer=prefer))
+
+    def working(self, job):
+        """WORKING: postpone the job's next delivery; the job's RETRY in
+        seconds (0: the job is never delivered again).  Raises NoJob,
+        TooLate."""
+        job_id, prefer = job_arg(job)
+        return self._run(Call(["WORKING", job_id], _int_reply, prefer=prefer))
+
+    def show(self, job):
+        """SHOW: the job's fields as a dict (``None`` if the node does not
+        know it).  Numbers are ``int``, the body ``bytes``."""
+        job_id, prefer = job_arg(job)
+        return self._run(Call(["SHOW", job_id], _pairs_reply, prefer=prefer))
+
+    def enqueue(self, *jobs):
+        """ENQUEUE: queue the jobs again, counting an additional delivery."""
+        ids, prefer = _jobs_args(jobs)
+        return self._run(Call(["ENQUEUE"] + ids, _int_reply, prefer=prefer))
+
+    def dequeue(self, *jobs):
+        """DEQUEUE: take the jobs out of their queue (they stay known)."""
+        ids, prefer = _jobs_args(jobs)
+        return self._run(Call(["DEQUEUE"] + ids, _int_reply, prefer=prefer))
+
+    def del_job(self, *jobs):
+        """DELJOB: forget the jobs on this node only."""
+        ids, prefer = _jobs_args(jobs)
+        return self._run(Call(["DELJOB"] + ids, _int_reply, prefer=prefer))
+
+    # -- Queues ------------------------------------------------------------------
+
+    def qlen(self, queue):
+        """QLEN: the queue's length on the node."""
+        return self._run(Call(["QLEN", queue], _int_reply))
+
+    def qstat(self, queue):
+        """QSTAT: the queue's fields as a dict (``None`` for an unknown queue)."""
+        return self._run(Call(["QSTAT", queue], _pairs_reply))
+
+    def qpeek(self, queue, count: int = 1):
+        """QPEEK: up to ``count`` jobs without taking them (negative: the
+        newest first), as :class:`Job` (no counters)."""
+        return self._run(Call(["QPEEK", queue, int(count)], parse_jobs))
+
+    def pause(self, queue, *options):
+        """PAUSE: options among ``in``, ``out``, ``all``, ``none``, ``state``,
+        ``bcast``; the queue's pause state afterwards (``"none"``...)."""
+        if not options:
+            raise TypeError("pause needs at least one option (in, out, all, none, state, bcast)")
+        return self._run(Call(["PAUSE", queue] + list(options), _text_reply))
+
+    # -- Scans (one page; the clients iterate) -------------------------------------
+
+    def qscan_page(self, cursor: int = 0, count: Optional[int] = None, busyloop: bool = False,
+                   minlen: Optional[int] = None, maxlen: Optional[int] = None,
+                   importrate: Optional[int] = None, node: Optional[str] = None):
+        """One QSCAN page: a :class:`Page` of queue names.  ``node`` pins
+        the call to the node of an earlier page (``Page.node``)."""
+        args = ["QSCAN", int(cursor)]
+        _opt(args, "COUNT", count)
+        if busyloop:
+            args.append("BUSYLOOP")
+        _opt(args, "MINLEN", minlen)
+        _opt(args, "MAXLEN", maxlen)
+        _opt(args, "IMPORTRATE", importrate)
+        return self._run(Call(args, _scan_reply(text), pin=node))
+
+    def jscan_page(self, cursor: int = 0, count: Optional[int] = None, busyloop: bool = False,
+                   queues: Iterable = (), states: Iterable = (), reply: str = "id",
+                   node: Optional[str] = None):
+        """One JSCAN page: a :class:`Page` of job IDs, or of dicts of the
+        jobs' fields with ``reply="all"``."""
+        args = ["JSCAN", int(cursor)]
+        _opt(args, "COUNT", count)
+        if busyloop:
+            args.append("BUSYLOOP")
+        for queue in queues:
+            args += ("QUEUE", queue)
+        for state in states:
+            args += ("STATE", state)
+        args += ("REPLY", reply)
+        items = pairs if reply == "all" else text
+        return self._run(Call(args, _scan_reply(items), pin=node))
+
+    # -- Server ------------------------------------------------------------------
+
+    def hello(self):
+        """HELLO, as :class:`~disque.client.job.Hello`."""
+        return self._run(Call(["HELLO"], parse_hello))
+
+    def info(self, section: Optional[str] = None):
+        """INFO (or one section) as a flat dict of strings."""
+        return self._run(Call(["INFO"] + ([section] if section else []), parse_info))
+
+    def ping(self):
+        return self._run(Call(["PING"], _text_reply))
+
+    def _then(self, result, f):
+        """Apply ``f`` to a result of ``_run`` (a value here; the Twisted
+        client chains it on the Deferred)."""
+        return f(result)

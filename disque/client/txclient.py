@@ -1,0 +1,520 @@
+"""The cluster-aware Twisted client, on txredisapi's protocol and
+connection handling.
+
+    client = DisqueClient(["10.0.0.1:7711", "10.0.0.2:7711"])
+    job_id = yield client.add_job("orders", b"...", replicate=2)
+    jobs = yield client.get_jobs("orders", timeout=1000)
+
+Every method of :class:`~disque.client.commands.Commands` returns a
+Deferred.  What the client does for the caller:
+
+* **Discovery.** It connects to a node of the list given (the seeds), asks
+  it HELLO, and from then on knows every node of the cluster and its
+  priority.  HELLO is asked again every ``hello_interval`` seconds.
+* **Choice.** It talks to one node at a time (the *current* node): the
+  lowest priority value first, at random among equals.  When HELLO shows
+  a better node than the current one (the current one is leaving, or
+  failing), the next call goes to the better one.
+* **Failover.** A call whose connection is lost, that gets no reply
+  within ``reply_timeout``, or that is answered ``-LEAVING``, runs again on
+  the next node; nodes that failed are tried again after a backoff
+  (0.1 s doubling to 5 s).  A call fails with
+  :class:`~disque.client.errors.NoNodeAvailable` only when no node could
+  run it for ``failover_timeout`` seconds.  A call that may have run on the
+  lost node runs again elsewhere: at-least-once, like Disque itself (an
+  ADDJOB given a ``dedup`` key adds its job once whatever happens).
+* **Consumers follow producers.** When more than ``switch_share`` of the
+  last ``switch_window`` jobs GETJOB received were created on one other
+  node (job ID prefix), the client moves to that node (``None`` window
+  turns it off).
+* **Connections.** One connection per node carries the calls that get an
+  answer at once (pipelined); a GETJOB that may wait has a connection of
+  its own for its duration (kept for the next one).  Commands about a
+  fetched :class:`~disque.client.job.Job` (ACK, NACK, WORKING, SHOW...)
+  go first to the node that delivered it.
+"""
+
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import txredisapi
+from twisted.internet import defer, task
+from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
+from twisted.logger import Logger
+
+from . import errors
+from .commands import Call, Commands, Page, parse_hello
+from .job import Job
+from .nodes import Address, Candidate, OriginTracker, Topology, parse_address
+from .tls import TLSOptions
+
+MAX_IDLE_BLOCKING = 8  # idle GETJOB connections kept per node
+
+
+class _Conn:
+    """One txredisapi connection (a RedisFactory with one pooled protocol)."""
+
+    __slots__ = ("factory", "handler")
+
+    def __init__(self, factory):
+        self.factory = factory
+        self.handler = factory.handler
+
+    @property
+    def alive(self) -> bool:
+        return self.factory.size > 0 and not self.factory.disconnectCalled
+
+    def execute(self, args):
+        return self.handler.execute_command(*args)
+
+    def close(self):
+        if not self.factory.disconnectCalled:
+            self.factory.disconnect().addErrback(lambda f: None)
+
+
+class _Node:
+    """The client's connections to one node."""
+
+    def __init__(self, host: str, port: int):
+        self.host, self.port = host, port
+        self.id: Optional[str] = None
+        self.shared: Optional[_Conn] = None   # the pipelined connection
+        self.opening: Optional[defer.Deferred] = None
+        self.idle: List[_Conn] = []           # connections for blocking calls
+        self.inflight = 0
+        self.retired = False
+
+    @property
+    def address(self) -> Address:
+        return self.host, self.port
+
+    def conns(self) -> List[_Conn]:
+        return ([self.shared] if self.shared else []) + self.idle
+
+    def close(self):
+        for conn in self.conns():
+            conn.close()
+        self.shared, self.idle = None, []
+
+    def __repr__(self):
+        return "<node %s:%d %s>" % (self.host, self.port, (self.id or "?")[:8])
+
+
+def _response_error(e: Exception) -> errors.ResponseError:
+    line = e.args[0] if e.args else ""
+    return errors.from_reply(line)
+
+
+class DisqueClient(Commands):
+    """A Twisted client for a Disque cluster (see the module docstring).
+
+    ``nodes``: seed addresses (``"host:port"``, ``("host", port)`` or a
+    port).  ``password``: sent with AUTH on every connection.  ``tls``: a
+    :class:`~disque.client.tls.TLSOptions` for nodes serving TLS.
+    ``discover=False`` keeps the client on the seeds (no HELLO-learned
+    nodes).  Times are in seconds."""
+
+    log = Logger()
+
+    def __init__(self, nodes: Sequence[Union[str, Tuple[str, int], int]] = ("127.0.0.1:7711",),
+                 password: Optional[str] = None, tls: Optional[TLSOptions] = None,
+                 connect_timeout: float = 5.0, reply_timeout: float = 10.0,
+                 failover_timeout: float = 30.0, hello_interval: float = 10.0,
+                 discover: bool = True, switch_window: Optional[int] = 100, switch_share: float = 0.5,
+                 reactor=None):
+        if reactor is None:
+            from twisted.internet import reactor
+        self.reactor = reactor
+        seeds = [_address(n) for n in nodes]
+        self.topology = Topology(seeds)
+        self.password = password
+        self.tls = tls
+        self.connect_timeout = connect_timeout
+        self.reply_timeout = reply_timeout
+        self.failover_timeout = failover_timeout
+        self.discover = discover
+        self.tracker = OriginTracker(switch_window, switch_share) if switch_window else None
+        self._nodes: Dict[Address, _Node] = {}
+        self._by_id: Dict[str, _Node] = {}
+        self._current: Optional[_Node] = None
+        self._target: Optional[Address] = None   # where the consumer rule wants to go
+        self._choosing = defer.DeferredLock()
+        self._closed = False
+        self._hello_loop = task.LoopingCall(self._refresh)
+        self._hello_loop.clock = reactor
+        self._hello_interval = hello_interval
+        self.switches = 0  # how many times the consumer rule moved the client
+
+    # -- life cycle --------------------------------------------------------------
+
+    @defer.inlineCallbacks
+    def connect(self):
+        """Connect to a node now (calls connect by themselves when needed);
+        fires with the client."""
+        yield self._current_node(self.reactor.seconds() + self.failover_timeout)
+        return self
+
+    def disconnect(self):
+        """Close every connection; calls made afterwards fail."""
+        self._closed = True
+        if self._hello_loop.running:
+            self._hello_loop.stop()
+        waits = []
+        for node in self._nodes.values():
+            for conn in node.conns():
+                if not conn.factory.disconnectCalled:
+                    waits.append(conn.factory.disconnect())
+            node.shared, node.idle = None, []
+        self._current = None
+        return defer.gatherResults(waits, consumeErrors=True).addCallback(lambda _: None)
+
+    @property
+    def node_id(self) -> Optional[str]:
+        """The ID of the current node (``None`` before the first connection)."""
+        return self._current.id if self._current else None
+
+    @property
+    def node_address(self) -> Optional[Address]:
+        return self._current.address if self._current else None
+
+    # -- running a call -------------------------------------------------------------
+
+    def _then(self, result, f):
+        return result.addCallback(f)
+
+    def _run(self, call: Call):
+        return self._execute(call)
+
+    @defer.inlineCallbacks
+    def _execute(self, call: Call):
+        deadline = self.reactor.seconds() + self.failover_timeout
+        prefer = call.prefer
+        while True:
+            if self._closed:
+                raise errors.ConnectionError("the client is disconnected")
+            node = yield self._node_for(call, prefer, deadline)
+            try:
+                conn = yield self._conn_for(node, call.blocking)
+            except errors.AuthError:
+                raise
+            except Exception as e:
+                self._failed(node, e, call)
+                prefer = None
+                continue
+            node.inflight += 1
+            try:
+                d = conn.execute(call.args)
+                timeout = self._timeout_for(call)
+                if timeout is not None:
+                    d.addTimeout(timeout, self.reactor)
+                reply = yield d
+            except txredisapi.ResponseError as e:
+                error = _response_error(e)
+                if isinstance(error, errors.Leaving) and call.pin is None:
+                    self._leaving(node)
+                    prefer = None
+                    continue
+                raise error
+            except (txredisapi.ConnectionError, defer.TimeoutError, defer.CancelledError) as e:
+                conn.close()
+                self._failed(node, e, call)
+                prefer = None
+                continue
+            finally:
+                node.inflight -= 1
+                self._release(node, conn, call.blocking)
+            result = call.parse(reply, node.id)
+            if call.args[0] == "GETJOB" and result and node is self._current:
+                self._observe(node, result)
+            return result
+
+    def _timeout_for(self, call: Call) -> Optional[float]:
+        if not call.blocking:
+            return self.reply_timeout
+        args = call.args
+        if "TIMEOUT" in args:  # GETJOB TIMEOUT ms: the node answers by then
+            ms = int(args[args.index("TIMEOUT") + 1])
+            return ms / 1000.0 + self.reply_timeout if ms > 0 else None
+        return None
+
+    @defer.inlineCallbacks
+    def _node_for(self, call: Call, prefer: Optional[str], deadline: float):
+        if call.pin is not None:
+            node = self._by_id.get(call.pin)
+            if node is None or not self.topology.available(node.address, self.reactor.seconds()):
+                raise errors.ConnectionError("node %s, which holds this scan's cursor, is not reachable"
+                                             % call.pin[:8])
+            return node
+        if prefer is not None:
+            node = self._by_id.get(prefer)
+            if (node is not None and not node.retired
+                    and self.topology.available(node.address, self.reactor.seconds())):
+                return node
+        node = yield self._current_node(deadline)
+        return node
+
+    @defer.inlineCallbacks
+    def _current_node(self, deadline: float):
+        node = self._current
+        if node is not None and not node.retired:
+            return node
+        yield self._choosing.acquire()
+        try:
+            if self._current is None or self._current.retired:
+                self._current = yield self._choose(deadline)
+                if not self._hello_loop.running and self._hello_interval:
+                    self._hello_loop.start(self._hello_interval, now=False)
+            return self._current
+        finally:
+            self._choosing.release()
+
+    @defer.inlineCallbacks
+    def _choose(self, deadline: float):
+        """Connect to the best node that answers; retries the nodes that
+        failed as their backoff ends, until ``deadline``."""
+        while True:
+            if self._closed:
+                raise errors.ConnectionError("the client is disconnected")
+            now = self.reactor.seconds()
+            candidates = self.topology.candidates(now)
+            if not self.discover:
+                seeds = set(self.topology.seeds)
+                candidates = [c for c in candidates if c.address in seeds]
+            if self._target is not None:
+                candidates.sort(key=lambda c: c.address != self._target)
+                self._target = None
+            for candidate in candidates:
+                node = self._node_at(candidate)
+                node.retired = False
+                try:
+                    yield self._open_shared(node, with_hello=True)
+                except errors.AuthError:
+                    raise
+                except Exception as e:
+                    self._failed(node, e)
+                    continue
+                self.log.debug("disque client: using node {node}", node=node)
+                return node
+            now = self.reactor.seconds()
+            wake = self.topology.next_retry(now)
+            if wake > deadline or now >= deadline:
+                raise errors.NoNodeAvailable("no Disque node reachable (%s)" % self.topology.describe_errors())
+            yield task.deferLater(self.reactor, max(0.01, wake - now), lambda: None)
+
+    def _node_at(self, candidate: Candidate) -> _Node:
+        node = self._nodes.get(candidate.address)
+        if node is None:
+            node = self._nodes[candidate.address] = _Node(candidate.host, candidate.port)
+        if candidate.id:
+            node.id = candidate.id
+            self._by_id[candidate.id] = node
+        return node
+
+    @defer.inlineCallbacks
+    def _open_shared(self, node: _Node, with_hello: bool = False):
+        if node.shared is not None and node.shared.alive and not with_hello:
+            return node.shared
+        if node.opening is not None:  # another call is opening it: share its result
+            d = defer.Deferred()
+            node.opening.append(d)
+            conn = yield d
+            return conn
+        node.opening = waiters = []
+        try:
+            conn = node.shared if node.shared is not None and node.shared.alive else (yield self._connect(node))
+            if with_hello:
+                d = conn.execute(["HELLO"])
+                d.addTimeout(self.reply_timeout, self.reactor)
+                try:
+                    reply = yield d
+                except txredisapi.ResponseError as e:
+                    conn.close()
+                    raise _response_error(e)
+                except Exception:
+                    conn.close()
+                    raise
+                hello = parse_hello(reply, host=node.host)
+                node.id = hello.node_id
+                self._by_id[node.id] = node
+                if self.discover:
+                    self.topology.learn(hello)
+            node.shared = conn
+            self.topology.succeeded(node.address)
+        except Exception as e:
+            node.opening = None
+            for d in waiters:
+                d.errback(e)
+            raise
+        node.opening = None
+        for d in waiters:
+            d.callback(conn)
+        return conn
+
+    @defer.inlineCallbacks
+    def _conn_for(self, node: _Node, blocking: bool):
+        if not blocking:
+            conn = yield self._open_shared(node)
+            return conn
+        while node.idle:
+            conn = node.idle.pop()
+            if conn.alive:
+                return conn
+        conn = yield self._connect(node)
+        return conn
+
+    def _release(self, node: _Node, conn: _Conn, blocking: bool):
+        if blocking:
+            if conn.alive and not node.retired and not self._closed and len(node.idle) < MAX_IDLE_BLOCKING:
+                node.idle.append(conn)
+            else:
+                conn.close()
+        if node.retired and node.inflight == 0 and node is not self._current:
+            node.close()
+
+    @defer.inlineCallbacks
+    def _connect(self, node: _Node):
+        """A new txredisapi connection to ``node`` (AUTH done)."""
+        factory = txredisapi.RedisFactory("%s:%d" % node.address, None, 1, isLazy=False,
+                                          charset=None, password=self.password, convertNumbers=False)
+        factory.reconnect = False
+        endpoint = HostnameEndpoint(self.reactor, node.host, node.port, timeout=self.connect_timeout)
+        if self.tls is not None:
+            endpoint = wrapClientTLS(self.tls.creator(node.host), endpoint)
+        factory.startConnecting(endpoint)
+        d = factory.deferred
+        d.addTimeout(self.connect_timeout + self.reply_timeout, self.reactor)
+        try:
+            yield d
+        except ValueError as e:  # txredisapi's "Redis error: could not ..."
+            factory.disconnect().addErrback(lambda f: None)
+            message = str(e)
+            if "could not auth" in message:
+                raise errors.AuthError("AUTH failed on %s:%d: %s"
+                                       % (node.host, node.port, message.split(": ", 2)[-1]))
+            raise errors.ConnectionError("%s:%d: %s" % (node.host, node.port, message.split(": ", 1)[-1]))
+        except Exception:
+            factory.disconnect().addErrback(lambda f: None)
+            raise
+        return _Conn(factory)
+
+    # -- failures, leaving nodes, the consumer rule -----------------------------------
+
+    def _failed(self, node: _Node, error, call: Optional[Call] = None):
+        reason = getattr(error, "value", error)
+        text = str(reason) or type(reason).__name__
+        until = self.topology.failed(node.address, self.reactor.seconds(), text)
+        node.close()
+        if self._current is node:
+            self._current = None
+        self.log.info("disque client: node {node} failed ({reason}); retry it in {delay:.1f} s",
+                      node=node, reason=text, delay=until - self.reactor.seconds())
+        if call is not None and call.pin is not None:
+            raise errors.ConnectionError("node %s, which holds this scan's cursor, failed: %s"
+                                         % (call.pin[:8], text))
+
+    def _leaving(self, node: _Node):
+        self.log.info("disque client: node {node} is leaving the cluster; moving on", node=node)
+        if node.id:
+            self.topology.mark_leaving(node.id)
+        self._retire(node)
+
+    def _retire(self, node: _Node):
+        """Stop sending new calls to ``node``; its connections close once the
+        calls in flight there are answered."""
+        node.retired = True
+        for conn in node.idle:
+            conn.close()
+        node.idle = []
+        if self._current is node:
+            self._current = None
+        if node.inflight == 0:
+            node.close()
+
+    def _observe(self, node: _Node, jobs: List[Job]):
+        if self.tracker is None or not node.id or not self.discover:
+            return
+        self.tracker.observe(job.origin for job in jobs)
+        prefix = self.tracker.suggest(node.id[:8])
+        if prefix is None:
+            return
+        info = self.topology.by_prefix(prefix)
+        if info is None or info.priority > self.topology.priority(node.id):
+            return
+        if not self.topology.available((info.host, info.port), self.reactor.seconds()):
+            return
+        self.switches += 1
+        self.log.info("disque client: most jobs received come from node {prefix}: moving there from {node}",
+                      prefix=prefix, node=node)
+        self._target = (info.host, info.port)
+        self._retire(node)
+
+    @defer.inlineCallbacks
+    def _refresh(self):
+        """Ask the current node HELLO again; move on if it is no longer among
+        the best (it is leaving, or failing)."""
+        node = self._current
+        if node is None or not self.discover or node.shared is None or not node.shared.alive:
+            return
+        d = node.shared.execute(["HELLO"])
+        d.addTimeout(self.reply_timeout, self.reactor)
+        try:
+            reply = yield d
+        except Exception as e:
+            self.log.debug("disque client: HELLO to {node} failed: {e}", node=node, e=e)
+            return
+        self.topology.learn(parse_hello(reply, host=node.host))
+        now = self.reactor.seconds()
+        best = min((c.priority for c in self.topology.candidates(now) if c.id), default=None)
+        if best is not None and node is self._current and self.topology.priority(node.id) > best:
+            self.log.info("disque client: node {node} now has priority {p}: moving to a better node",
+                          node=node, p=self.topology.priority(node.id))
+            self._retire(node)
+
+    # -- scans ---------------------------------------------------------------------
+
+    def qscan(self, **options) -> "Scan":
+        """QSCAN as a :class:`Scan` (options of :meth:`qscan_page`)."""
+        return Scan(self.qscan_page, options)
+
+    def jscan(self, **options) -> "Scan":
+        """JSCAN as a :class:`Scan` (options of :meth:`jscan_page`)."""
+        return Scan(self.jscan_page, options)
+
+
+class Scan:
+    """The pages of one QSCAN/JSCAN cursor, all from the node that answered
+    the first page.  ``next()`` fires with the next page's items (and
+    sets ``done`` after the last); ``collect()`` fires with every item."""
+
+    def __init__(self, page: Callable, options: dict):
+        self._page = page
+        self._options = options
+        self.cursor = 0
+        self.node: Optional[str] = None
+        self.done = False
+
+    @defer.inlineCallbacks
+    def next(self):
+        if self.done:
+            return []
+        page: Page = yield self._page(self.cursor, node=self.node, **self._options)
+        self.cursor, self.node = page.cursor, page.node
+        self.done = page.cursor == 0
+        return page.items
+
+    @defer.inlineCallbacks
+    def collect(self):
+        items = []
+        while not self.done:
+            items.extend((yield self.next()))
+        return items
+
+
+def _address(spec) -> Address:
+    if isinstance(spec, tuple):
+        return spec[0], int(spec[1])
+    if isinstance(spec, int):
+        return "127.0.0.1", spec
+    return parse_address(spec)
+
+
+__all__ = ["DisqueClient", "Scan"]
