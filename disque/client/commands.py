@@ -47,6 +47,19 @@ class Call:
         self.prefer = prefer
         self.pin = pin
 
+    def reply_timeout(self, reply_timeout: float) -> Optional[float]:
+        """Seconds to wait for the reply before the node counts as failed:
+        ``reply_timeout``, plus the wait a blocking call asked for (GETJOB
+        TIMEOUT); ``None`` (no limit) for a GETJOB that may wait forever."""
+        if not self.blocking:
+            return reply_timeout
+        args = self.args
+        if "TIMEOUT" in args:
+            ms = int(args[args.index("TIMEOUT") + 1])
+            if ms > 0:
+                return ms / 1000.0 + reply_timeout
+        return None
+
     def __repr__(self):
         return "Call(%r)" % (self.args,)
 

@@ -34,6 +34,15 @@ def parse_address(spec: str, default_port: int = 7711) -> Address:
     return spec, default_port
 
 
+def as_address(spec) -> Address:
+    """A node address given as ``"host:port"``, ``(host, port)`` or a port."""
+    if isinstance(spec, tuple):
+        return spec[0], int(spec[1])
+    if isinstance(spec, int):
+        return "127.0.0.1", spec
+    return parse_address(spec)
+
+
 class Candidate:
     """A node the client may connect to: its address, and its ID once a
     HELLO named it (``None`` for a seed not yet reached)."""
@@ -140,6 +149,40 @@ class Topology:
         keyed = [((c.id is None, c.priority, self.rng.random()), c) for c in nodes]
         keyed.sort(key=lambda kc: kc[0])
         return [c for _, c in keyed]
+
+    def plan(self, now: float, discover: bool = True, first: Optional[Address] = None) -> List[Candidate]:
+        """:meth:`candidates`, only the seeds without ``discover``, and
+        ``first`` (where the consumer rule goes) ahead of the others."""
+        nodes = self.candidates(now)
+        if not discover:
+            seeds = set(self.seeds)
+            nodes = [c for c in nodes if c.address in seeds]
+        if first is not None:
+            nodes.sort(key=lambda c: c.address != first)
+        return nodes
+
+    def outranked(self, node_id: Optional[str], now: float) -> bool:
+        """Whether a node that can be tried now has a better priority than
+        ``node_id`` (the current node is leaving or failing: move on)."""
+        best = min((c.priority for c in self.candidates(now) if c.id), default=None)
+        return best is not None and self.priority(node_id) > best
+
+    def consumer_target(self, tracker: "OriginTracker", node_id: str, origins: Iterable[str],
+                        now: float) -> Optional[NodeInfo]:
+        """The consumer rule after a GETJOB on ``node_id`` received jobs of
+        ``origins`` (ID prefixes): the node to move to, or ``None``.  Only a
+        node that is known, can be tried now, and ranks no worse than the
+        current one is chosen."""
+        tracker.observe(origins)
+        prefix = tracker.suggest(node_id[:8])
+        if prefix is None:
+            return None
+        info = self.by_prefix(prefix)
+        if info is None or info.priority > self.priority(node_id):
+            return None
+        if not self.available((info.host, info.port), now):
+            return None
+        return info
 
     def describe_errors(self) -> str:
         return "; ".join("%s:%d: %s" % (h, p, e) for (h, p), e in sorted(self.errors.items())) or "no node tried"

@@ -44,7 +44,7 @@ from twisted.logger import Logger
 from . import errors
 from .commands import Call, Commands, Page, parse_hello
 from .job import Job
-from .nodes import Address, Candidate, OriginTracker, Topology, parse_address
+from .nodes import Address, Candidate, OriginTracker, Topology, as_address
 from .tls import TLSOptions
 
 MAX_IDLE_BLOCKING = 8  # idle GETJOB connections kept per node
@@ -124,7 +124,7 @@ class DisqueClient(Commands):
         if reactor is None:
             from twisted.internet import reactor
         self.reactor = reactor
-        seeds = [_address(n) for n in nodes]
+        seeds = [as_address(n) for n in nodes]
         self.topology = Topology(seeds)
         self.password = password
         self.tls = tls
@@ -203,7 +203,7 @@ class DisqueClient(Commands):
             node.inflight += 1
             try:
                 d = conn.execute(call.args)
-                timeout = self._timeout_for(call)
+                timeout = call.reply_timeout(self.reply_timeout)
                 if timeout is not None:
                     d.addTimeout(timeout, self.reactor)
                 reply = yield d
@@ -226,15 +226,6 @@ class DisqueClient(Commands):
             if call.args[0] == "GETJOB" and result and node is self._current:
                 self._observe(node, result)
             return result
-
-    def _timeout_for(self, call: Call) -> Optional[float]:
-        if not call.blocking:
-            return self.reply_timeout
-        args = call.args
-        if "TIMEOUT" in args:  # GETJOB TIMEOUT ms: the node answers by then
-            ms = int(args[args.index("TIMEOUT") + 1])
-            return ms / 1000.0 + self.reply_timeout if ms > 0 else None
-        return None
 
     @defer.inlineCallbacks
     def _node_for(self, call: Call, prefer: Optional[str], deadline: float):
@@ -275,13 +266,8 @@ class DisqueClient(Commands):
             if self._closed:
                 raise errors.ConnectionError("the client is disconnected")
             now = self.reactor.seconds()
-            candidates = self.topology.candidates(now)
-            if not self.discover:
-                seeds = set(self.topology.seeds)
-                candidates = [c for c in candidates if c.address in seeds]
-            if self._target is not None:
-                candidates.sort(key=lambda c: c.address != self._target)
-                self._target = None
+            candidates = self.topology.plan(now, self.discover, self._target)
+            self._target = None
             for candidate in candidates:
                 node = self._node_at(candidate)
                 node.retired = False
@@ -432,18 +418,13 @@ class DisqueClient(Commands):
     def _observe(self, node: _Node, jobs: List[Job]):
         if self.tracker is None or not node.id or not self.discover:
             return
-        self.tracker.observe(job.origin for job in jobs)
-        prefix = self.tracker.suggest(node.id[:8])
-        if prefix is None:
-            return
-        info = self.topology.by_prefix(prefix)
-        if info is None or info.priority > self.topology.priority(node.id):
-            return
-        if not self.topology.available((info.host, info.port), self.reactor.seconds()):
+        info = self.topology.consumer_target(self.tracker, node.id, (job.origin for job in jobs),
+                                             self.reactor.seconds())
+        if info is None:
             return
         self.switches += 1
         self.log.info("disque client: most jobs received come from node {prefix}: moving there from {node}",
-                      prefix=prefix, node=node)
+                      prefix=info.id[:8], node=node)
         self._target = (info.host, info.port)
         self._retire(node)
 
@@ -462,9 +443,7 @@ class DisqueClient(Commands):
             self.log.debug("disque client: HELLO to {node} failed: {e}", node=node, e=e)
             return
         self.topology.learn(parse_hello(reply, host=node.host))
-        now = self.reactor.seconds()
-        best = min((c.priority for c in self.topology.candidates(now) if c.id), default=None)
-        if best is not None and node is self._current and self.topology.priority(node.id) > best:
+        if node is self._current and self.topology.outranked(node.id, self.reactor.seconds()):
             self.log.info("disque client: node {node} now has priority {p}: moving to a better node",
                           node=node, p=self.topology.priority(node.id))
             self._retire(node)
@@ -508,13 +487,6 @@ class Scan:
             items.extend((yield self.next()))
         return items
 
-
-def _address(spec) -> Address:
-    if isinstance(spec, tuple):
-        return spec[0], int(spec[1])
-    if isinstance(spec, int):
-        return "127.0.0.1", spec
-    return parse_address(spec)
 
 
 __all__ = ["DisqueClient", "Scan"]
