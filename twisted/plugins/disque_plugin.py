@@ -1,6 +1,7 @@
 """twistd and strategy dropin for disque.  Keep it cheap: no heavy imports.
 
-``twistd -n disque --config disque.conf`` starts a node.  The built-in
+``twistd -n disque --config disque.conf`` starts a node;
+``twistd -n disque-worker --handler pkg.mod:fn --queues q`` a worker.  The built-in
 strategy factories are listed here, not described: each states its name,
 description and argument format itself, and imports its provider only when
 it makes one (``disque.persistence``, ``disque.federation``).
@@ -19,4 +20,11 @@ disque = ServiceMaker(
     "disque",
 )
 
-__all__ = ["disque", "aof_persistence", "no_persistence", "default_policy"]
+disque_worker = ServiceMaker(
+    "disque-worker",
+    "disque.worker_tap",
+    "A worker: runs a handler for every job of Disque queues (ACK, NACK, WORKING).",
+    "disque-worker",
+)
+
+__all__ = ["disque", "disque_worker", "aof_persistence", "no_persistence", "default_policy"]

@@ -1,0 +1,104 @@
+"""``twistd disque-worker``: run a :class:`~disque.worker.Worker` from the
+command line.
+
+    twistd -n disque-worker --handler myapp.jobs:handle --queues orders,mail \\
+        --nodes 10.0.0.1:7711,10.0.0.2:7711 --concurrency 8
+
+The handler is imported when the options are read (the current directory
+first on ``sys.path``, as ``python -m`` does), so a typo stops start-up
+with one line, not a traceback once jobs arrive.  Like ``twistd disque``, a
+bad option stops with one line on stderr and status 1 (``SystemExit``;
+twistd would print its whole usage text for a ``UsageError``).
+"""
+
+import importlib
+import os
+import sys
+from typing import Callable
+
+from twisted.python import usage
+
+
+def load_handler(spec: str) -> Callable:
+    """``package.module:function`` (or ``:Class.method``) -> the callable."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise usage.UsageError("--handler must look like package.module:function, not %r" % spec)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target = importlib.import_module(module_name)
+    except ImportError as e:
+        raise usage.UsageError("--handler %s: cannot import %s: %s" % (spec, module_name, e))
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise usage.UsageError("--handler %s: %s has no %r" % (spec, module_name, attr))
+    if not callable(target):
+        raise usage.UsageError("--handler %s: %r is not callable" % (spec, attr))
+    return target
+
+
+def _positive(name):
+    def check(value):
+        number = int(value)
+        if number < 1:
+            raise ValueError("%s must be at least 1" % name)
+        return number
+    return check
+
+
+class Options(usage.Options):
+    synopsis = "--handler package.module:function --queues q1[,q2...] [options]"
+    longdesc = ("Runs the handler for every job of the queues: ACK when it returns, NACK when it "
+                "raises, WORKING while it runs long (docs/client.md).")
+    optParameters = [
+        ["handler", None, None, "package.module:function called with each job (required)."],
+        ["queues", "q", None, "Comma-separated queues to take jobs from, in order of preference (required)."],
+        ["nodes", None, "127.0.0.1:7711", "Comma-separated host:port of nodes to start from."],
+        ["concurrency", "c", 1, "Jobs handled at once.", _positive("--concurrency")],
+        ["fetch-timeout", None, 1000, "GETJOB TIMEOUT in milliseconds (how fast a stop is noticed).",
+         _positive("--fetch-timeout")],
+        ["stop-timeout", None, None, "Seconds to wait for running jobs when stopping (default: all of them).",
+         float],
+        ["password", None, None, "Password for AUTH."],
+        ["tls-ca-cert-file", None, None, "CA certificate to check the nodes' TLS certificates with (TLS on)."],
+        ["tls-cert-file", None, None, "Client certificate for nodes with tls-auth-clients."],
+        ["tls-key-file", None, None, "Key of --tls-cert-file."],
+    ]
+    optFlags = [
+        ["threads", None, "Run the handler in a thread pool (for handlers that block)."],
+        ["fast-ack", None, "Acknowledge with FASTACK instead of ACKJOB."],
+    ]
+
+    def postOptions(self):
+        try:
+            self._check()
+        except usage.UsageError as e:
+            raise SystemExit("disque-worker: %s" % e)
+
+    def _check(self):
+        if not self["handler"]:
+            raise usage.UsageError("--handler is required (package.module:function)")
+        if not self["queues"]:
+            raise usage.UsageError("--queues is required")
+        self["handler"] = load_handler(self["handler"])
+        self["queues"] = [q for q in self["queues"].split(",") if q]
+        self["nodes"] = [n for n in self["nodes"].split(",") if n]
+        if (self["tls-cert-file"] or self["tls-key-file"]) and not (self["tls-cert-file"] and self["tls-key-file"]):
+            raise usage.UsageError("--tls-cert-file and --tls-key-file go together")
+
+
+def makeService(options):
+    from .client.tls import TLSOptions
+    from .worker import Worker
+
+    client_options = {"password": options["password"]}
+    if options["tls-ca-cert-file"] or options["tls-cert-file"]:
+        client_options["tls"] = TLSOptions(options["tls-ca-cert-file"], options["tls-cert-file"],
+                                           options["tls-key-file"])
+    return Worker(options["handler"], options["queues"], nodes=options["nodes"],
+                  concurrency=options["concurrency"], fetch_timeout=options["fetch-timeout"],
+                  threads=options["threads"], fast_ack=options["fast-ack"],
+                  stop_timeout=options["stop-timeout"], client_options=client_options)
