@@ -86,11 +86,11 @@ def spark_cluster(tmp_path_factory):
 TIERS = {
     "unit": ("test_core", "test_core_properties", "test_core_purity", "test_config", "test_aof_unit",
              "test_bus_wire", "test_resp_codec", "test_heap", "test_golden_transcripts", "test_golden_engine",
-             "test_py39", "test_bus_auth", "test_fuzz_parsers", "test_faultcheck"),
+             "test_py39", "test_bus_auth", "test_fuzz_parsers", "test_faultcheck", "test_client_units"),
     "sim": ("test_cluster_jobs", "test_cluster_membership", "test_federation"),
     "protocol": ("test_protocol", "test_bus_protocol", "test_dedup", "test_service", "test_iosim_cluster",
                  "test_endpoints", "test_strategies", "test_directives", "test_logs", "test_output",
-                 "test_reactor", "test_bus_password", "test_tls", "test_fuzz_findings"),
+                 "test_reactor", "test_bus_password", "test_tls", "test_fuzz_findings", "test_worker"),
     "process": ("test_e2e_aof", "test_e2e_logs", "test_e2e_cluster", "test_e2e_dedup", "test_e2e_faults",
                 "test_faults_suite", "test_e2e_federation", "test_e2e_node", "test_e2e_password", "test_e2e_listen",
                 "test_e2e_tls", "test_e2e_limits", "test_golden", "test_install", "test_memory",

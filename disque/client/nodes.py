@@ -194,8 +194,8 @@ class OriginTracker:
     node instead, so jobs stop travelling between nodes.
 
     ``observe`` takes the node prefix of each received job.  Once ``window``
-    jobs are seen, :meth:`suggest` names the prefix of a node other than the
-    current one that produced more than ``share`` of them, and starts a new
+    jobs are seen, :meth:`suggest` names the prefix of a node that produced
+    more than ``share`` of them and more than the current node, and starts a new
     window (so a switch needs a full window of fresh evidence: no flapping
     faster than ``window`` jobs)."""
 
@@ -215,8 +215,9 @@ class OriginTracker:
     def suggest(self, current_prefix: Optional[str]) -> Optional[str]:
         if len(self._recent) < self.window:
             return None
-        prefix, count = collections.Counter(self._recent).most_common(1)[0]
+        counts = collections.Counter(self._recent)
         self._recent.clear()
-        if prefix != current_prefix and count > self.share * self.window:
+        prefix, count = counts.most_common(1)[0]
+        if count > self.share * self.window and count > counts.get(current_prefix, 0):
             return prefix
         return None

@@ -1,0 +1,249 @@
+"""The clients' shared parts without a node: the command lines each method
+builds, the reply shapes, the error classes, the node choice and the
+consumer rule (disque/client/commands.py, errors.py, nodes.py)."""
+
+import random
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from disque.client import errors
+from disque.client.commands import Call, Commands, pairs, parse_hello, parse_jobs
+from disque.client.job import Hello, Job, NodeInfo, id_prefix
+from disque.client.nodes import OriginTracker, Topology, as_address, parse_address
+
+
+class Recorder(Commands):
+    """Commands whose ``_run`` returns the Call instead of running it."""
+
+    def _run(self, call):
+        return call
+
+
+C = Recorder()
+JOB_ID = "D-5f3a1c2e-Xq1vJ3mE0M9GJ4dpT7wGUe6R-05a1"
+
+
+# -- command lines -----------------------------------------------------------------
+
+def test_add_job_arguments():
+    assert C.add_job("q", b"body").args == ["ADDJOB", "q", b"body", 0]
+    call = C.add_job("q", "b", timeout=100, replicate=3, delay=5, retry=10, ttl=60, maxlen=7,
+                     async_=True, dedup="k1")
+    assert call.args == ["ADDJOB", "q", "b", 100, "REPLICATE", 3, "DELAY", 5, "RETRY", 10, "TTL", 60,
+                         "MAXLEN", 7, "ASYNC", "DEDUP", "k1"]
+    assert not call.blocking  # answered at once or after replication: pipelined
+
+
+def test_get_jobs_arguments_and_blocking():
+    call = C.get_jobs("a", "b")
+    assert call.args == ["GETJOB", "WITHCOUNTERS", "FROM", "a", "b"] and call.blocking
+    call = C.get_jobs("a", count=5, timeout=200, with_counters=False)
+    assert call.args == ["GETJOB", "TIMEOUT", 200, "COUNT", 5, "FROM", "a"]
+    call = C.get_jobs("a", nohang=True)
+    assert call.args == ["GETJOB", "NOHANG", "WITHCOUNTERS", "FROM", "a"] and not call.blocking
+    with pytest.raises(TypeError):
+        C.get_jobs()
+
+
+def test_job_commands_prefer_the_delivering_node():
+    job = Job("q", JOB_ID, b"x", 0, 0, node="n" * 40)
+    for method, name in ((C.ack, "ACKJOB"), (C.fast_ack, "FASTACK"), (C.nack, "NACK"), (C.enqueue, "ENQUEUE"),
+                         (C.dequeue, "DEQUEUE"), (C.del_job, "DELJOB")):
+        call = method(job, "D-other")
+        assert call.args == [name, JOB_ID, "D-other"] and call.prefer == "n" * 40
+        assert method(b"D-x").args == [name, "D-x"] and method(b"D-x").prefer is None
+        with pytest.raises(TypeError):
+            method()
+    assert C.working(job).args == ["WORKING", JOB_ID] and C.working(job).prefer == "n" * 40
+    assert C.show(JOB_ID).args == ["SHOW", JOB_ID]
+
+
+def test_queue_and_scan_arguments():
+    assert C.qlen("q").args == ["QLEN", "q"]
+    assert C.qstat("q").args == ["QSTAT", "q"]
+    assert C.qpeek("q", -3).args == ["QPEEK", "q", -3]
+    assert C.pause("q", "in", "bcast").args == ["PAUSE", "q", "in", "bcast"]
+    with pytest.raises(TypeError):
+        C.pause("q")
+    call = C.qscan_page(5, count=10, busyloop=True, minlen=1, maxlen=9, importrate=2, node="N")
+    assert call.args == ["QSCAN", 5, "COUNT", 10, "BUSYLOOP", "MINLEN", 1, "MAXLEN", 9, "IMPORTRATE", 2]
+    assert call.pin == "N"
+    call = C.jscan_page(queues=["a", "b"], states=["queued"], reply="all")
+    assert call.args == ["JSCAN", 0, "QUEUE", "a", "QUEUE", "b", "STATE", "queued", "REPLY", "all"]
+    assert C.info().args == ["INFO"] and C.info("jobs").args == ["INFO", "jobs"]
+
+
+def test_reply_timeout_covers_the_wait_asked_for():
+    assert C.qlen("q").reply_timeout(10) == 10
+    assert C.get_jobs("q", timeout=1500).reply_timeout(10) == 11.5
+    assert C.get_jobs("q").reply_timeout(10) is None  # may wait forever, as GETJOB does
+    assert C.get_jobs("q", timeout=0).reply_timeout(10) is None
+
+
+# -- replies -----------------------------------------------------------------------
+
+def test_parse_jobs_with_and_without_counters():
+    reply = [[b"q", JOB_ID.encode(), b"\x00body", b"nacks", 2, b"additional-deliveries", 3],
+             [b"q2", b"D-00000000-aaaaaaaaaaaaaaaaaaaaaaaa-0001", b""]]
+    jobs = parse_jobs(reply, "node1")
+    assert jobs[0] == Job("q", JOB_ID, b"\x00body") and jobs[0].nacks == 2
+    assert jobs[0].additional_deliveries == 3 and jobs[0].deliveries == 5 and jobs[0].node == "node1"
+    assert jobs[0].origin == "5f3a1c2e" == id_prefix(JOB_ID)
+    assert jobs[1].nacks is None and jobs[1].deliveries is None and jobs[1].body == b""
+    assert parse_jobs(None, "n") == [] and parse_jobs([], "n") == []
+
+
+def test_pairs_types():
+    reply = [b"id", JOB_ID.encode(), b"repl", 3, b"ttl", b"86400", b"nodes-delivered", [b"a", b"b"],
+             b"body", b"123", b"pause", b"none", b"offset", b"-5"]
+    out = pairs(reply)
+    assert out == {"id": JOB_ID, "repl": 3, "ttl": 86400, "nodes-delivered": ["a", "b"], "body": b"123",
+                   "pause": "none", "offset": -5}
+    assert pairs(None) is None
+
+
+def test_parse_hello_fills_an_empty_host():
+    reply = [1, b"A" * 40, [b"A" * 40, b"", b"7711", b"1"], [b"B" * 40, b"10.0.0.2", b"7712", b"100"]]
+    hello = parse_hello(reply, host="10.0.0.1")
+    assert hello == Hello(1, "A" * 40, (NodeInfo("A" * 40, "10.0.0.1", 7711, 1),
+                                         NodeInfo("B" * 40, "10.0.0.2", 7712, 100)))
+    assert hello.nodes[1].address == "10.0.0.2:7712"
+
+
+# -- errors ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line, cls", [
+    ("NOJOB Job not known in the context of this node.", errors.NoJob),
+    ("NOREPL Timeout reached before replicating to the requested number of nodes", errors.NoReplication),
+    ("PAUSED Queue paused in input, try later", errors.Paused),
+    ("LEAVING This node is leaving the cluster, please connect to a different one", errors.Leaving),
+    ("TOOLATE Half of job TTL already elapsed", errors.TooLate),
+    ("NOAUTH Authentication required.", errors.AuthError),
+    ("ERR invalid password", errors.AuthError),
+    ("OOM command not allowed", errors.OutOfMemory),
+    ("MAXLEN Queue is already longer than the specified MAXLEN count", errors.MaxLen),
+    ("BADID Invalid Job ID format.", errors.BadId),
+    ("ERR unknown command 'FOO'", errors.ResponseError),
+    ("SOMETHINGNEW later", errors.ResponseError),
+])
+def test_error_classes(line, cls):
+    error = errors.from_reply(line.encode())
+    assert type(error) is cls and isinstance(error, errors.DisqueError)
+    assert str(error) == line and error.code == line.split()[0]
+    assert error.message == line.partition(" ")[2]
+
+
+# -- node choice -------------------------------------------------------------------
+
+def _hello(*nodes):
+    return Hello(1, nodes[0][0], tuple(NodeInfo(i, "127.0.0.%d" % n, 7711, p) for i, n, p in nodes))
+
+
+def test_addresses():
+    assert parse_address("10.0.0.1:7000") == ("10.0.0.1", 7000)
+    assert parse_address("example.org") == ("example.org", 7711)
+    assert parse_address("7712") == ("127.0.0.1", 7712)
+    assert parse_address("[::1]:7713") == ("::1", 7713)
+    assert as_address(("h", "5")) == ("h", 5) and as_address(7714) == ("127.0.0.1", 7714)
+
+
+def test_topology_prefers_low_priority_and_puts_unknown_seeds_last():
+    t = Topology([("127.0.0.9", 7711), ("127.0.0.1", 7711)], rng=random.Random(1))
+    assert [c.address for c in t.candidates(0)] == [("127.0.0.9", 7711), ("127.0.0.1", 7711)]
+    t.learn(_hello(("a", 1, 1), ("b", 2, 100), ("c", 3, 10)))
+    order = [c.id for c in t.candidates(0)]
+    assert order == ["a", "c", "b", None]  # the seed no HELLO named comes last
+    t.mark_leaving("a")
+    assert [c.id for c in t.candidates(0)][:2] == ["c", "a"]
+    assert t.by_prefix("b") == NodeInfo("b", "127.0.0.2", 7711, 100)
+
+
+def test_topology_ties_are_random():
+    seen = set()
+    for seed in range(20):
+        t = Topology([("127.0.0.1", 7711)], rng=random.Random(seed))
+        t.learn(_hello(("a", 1, 1), ("b", 2, 1), ("c", 3, 1)))
+        seen.add(t.candidates(0)[0].id)
+    assert seen == {"a", "b", "c"}
+
+
+def test_topology_backoff_doubles_and_success_clears():
+    t = Topology([("h", 1)], backoff_initial=0.1, backoff_max=1.0, rng=random.Random(0))
+    delays = []
+    for _ in range(6):
+        until = t.failed(("h", 1), 100.0, "refused")
+        delays.append(until - 100.0)
+        assert t.candidates(until - 1e-9) == [] and t.next_retry(100.0) == until
+        assert [c.address for c in t.candidates(until)] == [("h", 1)]
+    assert 0.075 <= delays[0] <= 0.125 and delays[-1] <= 1.25
+    assert all(b >= a * 1.5 for a, b in zip(delays[:3], delays[1:4]))  # doubling, with jitter
+    assert "refused" in t.describe_errors()
+    t.succeeded(("h", 1))
+    assert t.available(("h", 1), 0) and t.describe_errors() == "no node tried"
+
+
+def test_plan_keeps_seeds_without_discovery_and_puts_the_target_first():
+    t = Topology([("127.0.0.1", 7711)], rng=random.Random(3))
+    t.learn(_hello(("a", 1, 1), ("b", 2, 1), ("c", 3, 1)))
+    assert [c.id for c in t.plan(0, discover=False)] == ["a"]
+    for _ in range(5):
+        assert t.plan(0, first=("127.0.0.3", 7711))[0].id == "c"
+
+
+def test_outranked():
+    t = Topology([("127.0.0.1", 7711)])
+    t.learn(_hello(("a", 1, 1), ("b", 2, 1)))
+    assert not t.outranked("a", 0)
+    t.mark_leaving("a")
+    assert t.outranked("a", 0)
+    t.failed(("127.0.0.2", 7711), 0)  # the better node is backing off: stay
+    assert not t.outranked("a", 0)
+
+
+# -- the consumer rule -------------------------------------------------------------
+
+def test_tracker_needs_a_full_window_and_a_majority():
+    tr = OriginTracker(window=10, share=0.5)
+    tr.observe(["bbbbbbbb"] * 9)
+    assert tr.suggest("aaaaaaaa") is None  # 9 < window
+    tr.observe(["bbbbbbbb"])
+    assert tr.suggest("aaaaaaaa") == "bbbbbbbb"
+    assert tr.suggest("aaaaaaaa") is None  # a new window starts after a suggestion
+    tr.observe(["bbbbbbbb"] * 5 + ["aaaaaaaa"] * 5)
+    assert tr.suggest("aaaaaaaa") is None  # exactly half is not most
+    tr.observe(["aaaaaaaa"] * 10)
+    assert tr.suggest("aaaaaaaa") is None  # already on the producing node
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c"]), max_size=60), st.integers(1, 20),
+       st.floats(0.05, 0.95), st.sampled_from(["a", "b", "c"]))
+def test_tracker_invariants(origins, window, share, current):
+    tr = OriginTracker(window, share)
+    tr.observe(origins)
+    recent = origins[-window:]
+    suggestion = tr.suggest(current)
+    if suggestion is not None:
+        assert suggestion != current and len(origins) >= window
+        assert recent.count(suggestion) > share * window
+        assert recent.count(suggestion) > recent.count(current)
+    elif len(origins) >= window:  # no other node produced most, and more than the current one
+        assert all(recent.count(o) <= share * window or recent.count(o) <= recent.count(current)
+                   for o in set(recent) - {current})
+
+
+def test_consumer_target_checks_rank_and_reachability():
+    t = Topology([("127.0.0.1", 7711)])
+    t.learn(_hello(("aaaaaaaa11", 1, 1), ("bbbbbbbb22", 2, 1), ("cccccccc33", 3, 100)))
+    tr = OriginTracker(window=4)
+    assert t.consumer_target(tr, "aaaaaaaa11", ["bbbbbbbb"] * 4, 0).id == "bbbbbbbb22"
+    assert t.consumer_target(tr, "aaaaaaaa11", ["cccccccc"] * 4, 0) is None  # leaving: never
+    assert t.consumer_target(tr, "aaaaaaaa11", ["dddddddd"] * 4, 0) is None  # unknown node
+    t.failed(("127.0.0.2", 7711), 0)
+    assert t.consumer_target(tr, "aaaaaaaa11", ["bbbbbbbb"] * 4, 0) is None  # backing off
+
+
+def test_call_defaults():
+    call = Call(["PING"])
+    assert call.parse(b"PONG", "n") == b"PONG" and call.prefer is None and call.pin is None
