@@ -156,6 +156,10 @@ def test_topology_prefers_low_priority_and_puts_unknown_seeds_last():
     assert order == ["a", "c", "b", None]  # the seed no HELLO named comes last
     t.mark_leaving("a")
     assert [c.id for c in t.candidates(0)][:2] == ["c", "a"]
+    t.learn(Hello(1, "c", _hello(("a", 1, 1), ("b", 2, 100), ("c", 3, 10)).nodes))
+    assert t.priority("a") == 100  # another node's HELLO has not heard yet: still leaving
+    t.learn(_hello(("a", 1, 1), ("b", 2, 100)))
+    assert t.priority("a") == 1  # its own HELLO says it stays
     assert t.by_prefix("b") == NodeInfo("b", "127.0.0.2", 7711, 100)
 
 
@@ -242,6 +246,15 @@ def test_consumer_target_checks_rank_and_reachability():
     assert t.consumer_target(tr, "aaaaaaaa11", ["dddddddd"] * 4, 0) is None  # unknown node
     t.failed(("127.0.0.2", 7711), 0)
     assert t.consumer_target(tr, "aaaaaaaa11", ["bbbbbbbb"] * 4, 0) is None  # backing off
+
+
+def test_means_leaving():
+    assert errors.means_leaving(errors.from_reply("LEAVING This node is leaving the cluster"))
+    assert errors.means_leaving(errors.from_reply(
+        "NOREPL Not enough reachable nodes for the requested replication level, since I'm unable to hold "
+        "a copy of the message for the following reason: I'm leaving the cluster"))
+    assert not errors.means_leaving(errors.from_reply("NOREPL Timeout reached before replicating"))
+    assert not errors.means_leaving(errors.from_reply("ERR I'm leaving the cluster"))
 
 
 def test_call_defaults():

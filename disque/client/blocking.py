@@ -95,8 +95,8 @@ class BlockingClient(Commands):
                     conn = self._conns[address] = self._open(address)
                 conn.settimeout(call.reply_timeout(self.reply_timeout))
                 reply = conn.call(*call.args)
-            except errors.Leaving:
-                if call.pin is not None:
+            except (errors.Leaving, errors.NoReplication) as e:
+                if call.pin is not None or not errors.means_leaving(e):
                     raise
                 node_id = self._ids.get(address)
                 if node_id:
@@ -154,9 +154,9 @@ class BlockingClient(Commands):
                 return address
             now = self.clock()
             wake = self.topology.next_retry(now)
-            if wake > deadline or now >= deadline:
+            if now >= deadline:
                 raise errors.NoNodeAvailable("no Disque node reachable (%s)" % self.topology.describe_errors())
-            self.sleep(max(0.01, wake - now))
+            self.sleep(max(0.01, min(wake, deadline) - now))
 
     def _open(self, address: Address) -> Connection:
         return Connection(address[0], address[1], self.password, timeout=self.reply_timeout,

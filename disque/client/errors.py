@@ -80,6 +80,18 @@ class NoNodeAvailable(ConnectionError):
     ``failover_timeout``: ``str()`` names each node and its last error."""
 
 
+LEAVING_REASON = "I'm leaving the cluster"
+
+
+def means_leaving(error: Exception) -> bool:
+    """Whether a refusal says the node is leaving the cluster: ``-LEAVING``,
+    or ADDJOB's ``-NOREPL`` whose reason is that the node leaves (a node
+    that cannot count itself as a copy in a small cluster).  Either way
+    nothing was done, and the call can run on another node."""
+    return isinstance(error, Leaving) or (
+        isinstance(error, NoReplication) and error.message.endswith(LEAVING_REASON))
+
+
 _BY_CODE: Dict[str, Type[ResponseError]] = {
     "NOJOB": NoJob, "NOREPL": NoReplication, "PAUSED": Paused, "LEAVING": Leaving,
     "TOOLATE": TooLate, "OOM": OutOfMemory, "MAXLEN": MaxLen, "BADID": BadId,

@@ -80,16 +80,29 @@ class Topology:
         self.rng = rng or random.Random()
         self._failures: Dict[Address, Tuple[float, int]] = {}  # address -> (until, consecutive)
         self.errors: Dict[Address, str] = {}  # last error per address, for messages
+        self._leaving: set = set()  # node IDs that answered -LEAVING
 
     # -- what the nodes say ------------------------------------------------------
 
     def learn(self, hello: Hello) -> None:
         """Take HELLO's node list as the cluster (a node no longer listed
-        is forgotten; seeds are kept)."""
+        is forgotten; seeds are kept).  A node that answered -LEAVING stays
+        ranked as leaving until its own HELLO says otherwise (the others
+        learn it by gossip, a moment later)."""
         self.nodes = {n.id: n for n in hello.nodes}
+        for node_id in list(self._leaving):
+            info = self.nodes.get(node_id)
+            if node_id == hello.node_id and info is not None and info.priority < LEAVING_PRIORITY:
+                self._leaving.discard(node_id)
+            else:
+                self._rank_leaving(node_id)
 
     def mark_leaving(self, node_id: str) -> None:
         """A node answered -LEAVING: rank it as HELLO will soon."""
+        self._leaving.add(node_id)
+        self._rank_leaving(node_id)
+
+    def _rank_leaving(self, node_id: str) -> None:
         info = self.nodes.get(node_id)
         if info is not None and info.priority < LEAVING_PRIORITY:
             self.nodes[node_id] = info._replace(priority=LEAVING_PRIORITY)

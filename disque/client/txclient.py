@@ -16,7 +16,8 @@ Deferred.  What the client does for the caller:
   a better node than the current one (the current one is leaving, or
   failing), the next call goes to the better one.
 * **Failover.** A call whose connection is lost, that gets no reply
-  within ``reply_timeout``, or that is answered ``-LEAVING``, runs again on
+  within ``reply_timeout``, or that is answered ``-LEAVING`` (or ADDJOB's
+  ``-NOREPL`` because the node is leaving), runs again on
   the next node; nodes that failed are tried again after a backoff
   (0.1 s doubling to 5 s).  A call fails with
   :class:`~disque.client.errors.NoNodeAvailable` only when no node could
@@ -209,7 +210,7 @@ class DisqueClient(Commands):
                 reply = yield d
             except txredisapi.ResponseError as e:
                 error = _response_error(e)
-                if isinstance(error, errors.Leaving) and call.pin is None:
+                if errors.means_leaving(error) and call.pin is None:
                     self._leaving(node)
                     prefer = None
                     continue
@@ -282,9 +283,9 @@ class DisqueClient(Commands):
                 return node
             now = self.reactor.seconds()
             wake = self.topology.next_retry(now)
-            if wake > deadline or now >= deadline:
+            if now >= deadline:
                 raise errors.NoNodeAvailable("no Disque node reachable (%s)" % self.topology.describe_errors())
-            yield task.deferLater(self.reactor, max(0.01, wake - now), lambda: None)
+            yield task.deferLater(self.reactor, max(0.01, min(wake, deadline) - now), lambda: None)
 
     def _node_at(self, candidate: Candidate) -> _Node:
         node = self._nodes.get(candidate.address)
