@@ -32,9 +32,15 @@ A job is acknowledged only after its handler succeeded.
 
 Stopping (``stopService``, SIGTERM under twistd): no new GETJOB; the one in
 flight returns within ``fetch_timeout`` ms and the jobs it brings still
-run; the service stops when every running job is acknowledged or
-nacked, or after ``stop_timeout`` seconds (jobs still running then are
-left to the cluster, which delivers them again after their RETRY).
+run (one still without an answer a second later, its node gone, is given
+up); the service stops when every running job is acknowledged or nacked,
+or after ``stop_timeout`` seconds (jobs still running then are left to the
+cluster, which delivers them again after their RETRY).
+
+Twisted's ``MultiService`` stops its children all at once; an application
+holding a node and a worker of that node puts both in a
+:class:`StopInOrder`, so the worker finishes its jobs while the node still
+serves them (``examples/client/node_and_worker.tac``).
 """
 
 import inspect
@@ -98,6 +104,7 @@ class Worker(service.Service):
         self._serial = 0
         self._slot_freed: Optional[defer.Deferred] = None
         self._loop: Optional[defer.Deferred] = None
+        self._fetch: Optional[defer.Deferred] = None   # the GETJOB in flight
         self._stopping = False
         if threads:
             reactor.suggestThreadPoolSize(max(10, concurrency))
@@ -118,13 +125,26 @@ class Worker(service.Service):
         service.Service.stopService(self)
         self._stopping = True
         self._wake()
+        if self._fetch is not None:
+            # The GETJOB in flight answers within fetch_timeout; one stuck in
+            # failover (its node is gone) is given up a second later.
+            give_up = self.reactor.callLater(self.fetch_timeout / 1000.0 + 1.0, self._cancel_fetch)
+        else:
+            give_up = None
         d = self._drain()
+        if give_up is not None:
+            d.addBoth(lambda r: (give_up.cancel() if give_up.active() else None, r)[1])
         if self.stop_timeout is not None:
             d.addTimeout(self.stop_timeout, self.reactor)
             d.addErrback(self._stop_timed_out)
         if self._own_client:
             d.addBoth(lambda _: self.client.disconnect())
         return d
+
+    def _cancel_fetch(self):
+        if self._fetch is not None:
+            self.log.info("disque worker: stopping without waiting for the GETJOB in flight")
+            self._fetch.cancel()
 
     @defer.inlineCallbacks
     def _drain(self):
@@ -153,13 +173,18 @@ class Worker(service.Service):
                 self._slot_freed = defer.Deferred()
                 yield self._slot_freed
                 continue
+            self._fetch = self.client.get_jobs(*self.queues, count=free, timeout=self.fetch_timeout)
             try:
-                jobs = yield self.client.get_jobs(*self.queues, count=free, timeout=self.fetch_timeout)
+                jobs = yield self._fetch
+            except defer.CancelledError:
+                break
             except errors.DisqueError as e:
                 self.log.warn("disque worker: GETJOB failed ({error}); trying again in {s} s",
                               error=e, s=FETCH_RETRY_S)
                 yield task.deferLater(self.reactor, FETCH_RETRY_S, lambda: None)
                 continue
+            finally:
+                self._fetch = None
             for job in jobs:
                 self._start(job)
 
@@ -240,3 +265,15 @@ class Worker(service.Service):
             delay = retry * self.heartbeat_fraction
         if serial in self._running:
             self._beats[serial] = self.reactor.callLater(delay, self._heartbeat, serial, job)
+
+
+class StopInOrder(service.MultiService):
+    """A MultiService that stops its children one after the other, the last
+    added first, each once the one before has stopped (Twisted's
+    MultiService starts every child's stop at once)."""
+
+    @defer.inlineCallbacks
+    def stopService(self):
+        service.Service.stopService(self)
+        for child in reversed(list(self)):
+            yield defer.maybeDeferred(child.stopService)

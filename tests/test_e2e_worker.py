@@ -198,3 +198,50 @@ def test_twistd_disque_worker(trio, tmp_path):
             proc.kill()
             proc.wait()
         producer.close()
+
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "client")
+
+
+def test_client_examples(tmp_path):
+    """examples/client as docs/client.md runs them: the .tac (a node and a
+    worker in one application), the producer, twistd disque-worker with
+    jobs.py, and the blocking consumer."""
+    from support import free_port
+
+    port = free_port()
+    bindir = os.path.dirname(sys.executable)
+    tac = subprocess.Popen([os.path.join(bindir, "twistd"), "-ny", os.path.join(EXAMPLES, "node_and_worker.tac"),
+                            "--pidfile=", "-l", str(tmp_path / "tac.log")],
+                           cwd=str(tmp_path), env=dict(os.environ, DISQUE_PORT=str(port)))
+    try:
+        c = BlockingClient([port], failover_timeout=15)
+        assert c.qlen("orders") == 0  # waits for the node to come up
+        out = subprocess.run([sys.executable, os.path.join(EXAMPLES, "producer.py"), "--nodes",
+                              "127.0.0.1:%d" % port, "--count", "5"], capture_output=True, text=True, timeout=60)
+        ids = out.stdout.split()
+        assert len(ids) == 5 and all(i.startswith("D-") for i in ids), out.stderr
+        wait_for(lambda: all("order %s: order" % i in (tmp_path / "tac.log").read_text() for i in ids),
+                 timeout=20, what="the embedded worker handles the orders")
+        assert c.qlen("orders") == 0
+        # The same handlers under twistd disque-worker, on another queue.
+        worker = subprocess.Popen([os.path.join(bindir, "twistd"), "-n", "--pidfile=", "-l", str(tmp_path / "w.log"),
+                                   "disque-worker", "--handler", "jobs:handle_order", "--queues", "other",
+                                   "--nodes", "127.0.0.1:%d" % port], cwd=EXAMPLES)
+        try:
+            job_id = c.add_job("other", "for the twistd worker")
+            wait_for(lambda: (tmp_path / "w.log").exists() and job_id in (tmp_path / "w.log").read_text(),
+                     timeout=20, what="twistd disque-worker handles the job")
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(15)
+        for i in range(3):
+            c.add_job("blocking", "b%d" % i)
+        out = subprocess.run([sys.executable, os.path.join(EXAMPLES, "blocking_consumer.py"), "--nodes",
+                              "127.0.0.1:%d" % port, "--queue", "blocking"], capture_output=True, text=True, timeout=60)
+        assert sorted(line.split()[1] for line in out.stdout.splitlines()) == ["b0", "b1", "b2"], out.stderr
+        assert c.qlen("blocking") == 0
+        c.close()
+    finally:
+        tac.send_signal(signal.SIGTERM)
+        tac.wait(15)

@@ -246,3 +246,38 @@ def test_tap_options_and_handler_loading(tmp_path, monkeypatch):
     with pytest.raises(Exception):
         Options().parseOptions(["--handler", "wjobs:handle", "--queues", "a", "-c", "0"])
     assert load_handler("wjobs:handle")(1) == 1
+
+
+def test_stop_gives_up_a_getjob_stuck_in_failover():
+    worker, client, clock = make(lambda j: None, fetch_timeout=1000)
+    stopped = worker.stopService()  # the GETJOB in flight never answers: its node is gone
+    clock.advance(1.99)
+    assert not stopped.called
+    clock.advance(0.01)
+    assert stopped.called and client.fetches[-1][1].called and len(client.fetches) == 1
+
+
+def test_stop_in_order_stops_the_last_child_first_and_waits_for_it():
+    from twisted.application import service
+
+    from disque.worker import StopInOrder
+
+    events = []
+
+    class Child(service.Service):
+        def __init__(self, name, d):
+            self.name, self.d = name, d
+
+        def stopService(self):
+            events.append("stop " + self.name)
+            return self.d
+
+    node_stopped, worker_stopped = defer.succeed(None), defer.Deferred()
+    parent = StopInOrder()
+    Child("node", node_stopped).setServiceParent(parent)
+    Child("worker", worker_stopped).setServiceParent(parent)
+    parent.startService()
+    d = parent.stopService()
+    assert events == ["stop worker"]  # the node keeps serving while the worker finishes
+    worker_stopped.callback(None)
+    assert events == ["stop worker", "stop node"] and d.called

@@ -215,7 +215,7 @@ class DisqueClient(Commands):
                     prefer = None
                     continue
                 raise error
-            except (txredisapi.ConnectionError, defer.TimeoutError, defer.CancelledError) as e:
+            except (txredisapi.ConnectionError, defer.TimeoutError) as e:
                 conn.close()
                 self._failed(node, e, call)
                 prefer = None
