@@ -302,3 +302,26 @@ def test_consumer_moves_to_the_producing_node(kind, pair):
     assert nodes_after and set(nodes_after) == {id_a}  # then fetched from A directly
     producer.close()
     consumer.close()
+
+
+def test_paused_node_is_left_after_reply_timeout(kind, trio):
+    import signal
+
+    c = make_client(kind, trio, reply_timeout=1.0, switch_window=None)
+    added = [c.add_job("pz", "job%d" % i, replicate=3, retry=1) for i in range(10)]
+    victim = next(n for n in trio if ("127.0.0.1", n.port) == c.node_address)
+    victim.proc.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        added.append(c.add_job("pz", "after the pause", replicate=2, retry=1))
+        assert time.monotonic() - started < 8 and c.node_address != ("127.0.0.1", victim.port)
+        got = set()
+        deadline = time.monotonic() + 30
+        while set(added) - got and time.monotonic() < deadline:
+            for job in c.get_jobs("pz", count=10, timeout=300):
+                got.add(job.id)
+                c.ack(job)
+        assert set(added) <= got
+    finally:
+        victim.proc.send_signal(signal.SIGCONT)
+    c.close()

@@ -41,6 +41,7 @@ import txredisapi
 from twisted.internet import defer, task
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from . import errors
 from .commands import Call, Commands, Page, parse_hello
@@ -52,13 +53,20 @@ MAX_IDLE_BLOCKING = 8  # idle GETJOB connections kept per node
 
 
 class _Conn:
-    """One txredisapi connection (a RedisFactory with one pooled protocol)."""
+    """One txredisapi connection (a RedisFactory with one pooled protocol).
 
-    __slots__ = ("factory", "handler")
+    ``pending`` counts the calls of the fast path sent on it and not yet
+    answered, ``progress`` is when it last answered one (or when it went
+    from idle to busy): the client's watchdog closes a connection that has
+    calls pending and no progress for ``reply_timeout`` seconds."""
+
+    __slots__ = ("factory", "handler", "pending", "progress")
 
     def __init__(self, factory):
         self.factory = factory
         self.handler = factory.handler
+        self.pending = 0
+        self.progress = 0.0
 
     @property
     def alive(self) -> bool:
@@ -143,6 +151,8 @@ class DisqueClient(Commands):
         self._hello_loop = task.LoopingCall(self._refresh)
         self._hello_loop.clock = reactor
         self._hello_interval = hello_interval
+        self._watchdog = task.LoopingCall(self._watch)
+        self._watchdog.clock = reactor
         self.switches = 0  # how many times the consumer rule moved the client
 
     # -- life cycle --------------------------------------------------------------
@@ -157,8 +167,9 @@ class DisqueClient(Commands):
     def disconnect(self):
         """Close every connection; calls made afterwards fail."""
         self._closed = True
-        if self._hello_loop.running:
-            self._hello_loop.stop()
+        for loop in (self._hello_loop, self._watchdog):
+            if loop.running:
+                loop.stop()
         waits = []
         for node in self._nodes.values():
             for conn in node.conns():
@@ -183,7 +194,50 @@ class DisqueClient(Commands):
         return result.addCallback(f)
 
     def _run(self, call: Call):
+        """The fast path: a call answered at once, for the current node, on
+        its open connection, sent straight away; its reply is shaped by
+        ``_fast_reply``, and anything that needs a decision (a lost
+        connection, -LEAVING) goes to :meth:`_execute`, the full path, which
+        runs the call again.  Every other call takes the full path."""
+        node = self._current
+        if (node is None or call.blocking or call.pin is not None or node.retired
+                or (call.prefer is not None and call.prefer != node.id)):
+            return self._execute(call)
+        conn = node.shared
+        if conn is None or not conn.alive or self._closed:
+            return self._execute(call)
+        if conn.pending == 0:
+            conn.progress = self.reactor.seconds()
+        conn.pending += 1
+        d = conn.execute(call.args)
+        return d.addBoth(self._fast_reply, conn, node, call)
+
+    def _fast_reply(self, reply, conn: _Conn, node: _Node, call: Call):
+        conn.pending -= 1
+        conn.progress = self.reactor.seconds()
+        if not isinstance(reply, Failure):
+            return call.parse(reply, node.id)
+        if reply.check(txredisapi.ResponseError):
+            error = _response_error(reply.value)
+            if not errors.means_leaving(error):
+                raise error
+            self._leaving(node)
+        else:
+            reply.trap(txredisapi.ConnectionError)
+            conn.close()
+            self._failed(node, reply.value)
         return self._execute(call)
+
+    def _watch(self):
+        """Close the connections that stopped answering (a paused or stalled
+        node): their calls fail over."""
+        now = self.reactor.seconds()
+        for node in list(self._nodes.values()):
+            conn = node.shared
+            if conn is not None and conn.pending and now - conn.progress > self.reply_timeout:
+                self.log.info("disque client: node {node} has not answered for {s:.1f} s", node=node,
+                              s=now - conn.progress)
+                conn.close()
 
     @defer.inlineCallbacks
     def _execute(self, call: Call):
@@ -255,6 +309,8 @@ class DisqueClient(Commands):
                 self._current = yield self._choose(deadline)
                 if not self._hello_loop.running and self._hello_interval:
                     self._hello_loop.start(self._hello_interval, now=False)
+                if not self._watchdog.running:
+                    self._watchdog.start(max(0.05, self.reply_timeout / 4.0), now=False)
             return self._current
         finally:
             self._choosing.release()
