@@ -209,31 +209,28 @@ class Worker(service.Service):
             return defer.Deferred.fromCoroutine(result)
         return result
 
-    @defer.inlineCallbacks
     def _succeeded(self, _, job: Job):
         self.stats["succeeded"] += 1
-        try:
-            yield (self.client.fast_ack(job) if self.fast_ack else self.client.ack(job))
-        except errors.DisqueError as e:
-            self.stats["ack_errors"] += 1
-            self.log.warn("disque worker: could not acknowledge {id} ({error}); the cluster will "
-                          "deliver it again", id=job.id, error=e)
-        else:
-            self.stats["acked"] += 1
+        d = self.client.fast_ack(job) if self.fast_ack else self.client.ack(job)
+        return d.addCallbacks(self._count, self._not_acknowledged, callbackArgs=("acked",),
+                              errbackArgs=(job, "acknowledge", "deliver it again"))
 
-    @defer.inlineCallbacks
     def _failed(self, failure, job: Job):
         self.stats["failed"] += 1
         self.log.failure("disque worker: handler failed on job {id} of {queue}; NACK",
                          failure, LogLevel.error, id=job.id, queue=job.queue)
-        try:
-            yield self.client.nack(job)
-        except errors.DisqueError as e:
-            self.stats["ack_errors"] += 1
-            self.log.warn("disque worker: could not NACK {id} ({error}); the cluster will deliver it "
-                          "again after its RETRY", id=job.id, error=e)
-        else:
-            self.stats["nacked"] += 1
+        return self.client.nack(job).addCallbacks(
+            self._count, self._not_acknowledged, callbackArgs=("nacked",),
+            errbackArgs=(job, "NACK", "deliver it again after its RETRY"))
+
+    def _count(self, _, what: str):
+        self.stats[what] += 1
+
+    def _not_acknowledged(self, failure, job: Job, what: str, then: str):
+        failure.trap(errors.DisqueError)
+        self.stats["ack_errors"] += 1
+        self.log.warn("disque worker: could not {what} {id} ({error}); the cluster will {then}",
+                      what=what, id=job.id, error=failure.value, then=then)
 
     def _finished(self, result, serial: int):
         beat = self._beats.pop(serial, None)

@@ -77,6 +77,7 @@ class Connection:
                 sock.close()
                 raise self.connect_error("disque: TLS handshake with node %s failed: %s" % (self.addr, e)) from None
         sock.settimeout(timeout)
+        self._timeout = timeout
         self.sock = sock
         self.reader = hiredis.Reader(replyError=self.reply_error)
         if password:
@@ -101,7 +102,9 @@ class Connection:
         self.close()
 
     def settimeout(self, seconds: Optional[float]):
-        self.sock.settimeout(seconds)
+        if seconds != self._timeout:
+            self._timeout = seconds
+            self.sock.settimeout(seconds)
 
     def _send(self, data: bytes):
         try:
