@@ -77,6 +77,28 @@ def spark_cluster(tmp_path_factory):
         n.stop()
 
 
+@pytest.fixture
+def trio(tmp_path):
+    """Three fresh real nodes in a full mesh, killed after the test."""
+    from support import start_cluster
+
+    nodes = start_cluster(tmp_path, 3)
+    yield nodes
+    for n in nodes:
+        n.kill()
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """Two fresh real nodes in a full mesh, killed after the test."""
+    from support import start_cluster
+
+    nodes = start_cluster(tmp_path, 2)
+    yield nodes
+    for n in nodes:
+        n.kill()
+
+
 # --- tiers -------------------------------------------------------------------
 # Every test module belongs to one tier, a marker: `unit` (the pure core and
 # codecs), `sim` (cores wired in memory by SimCluster), `protocol` (the

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from disque.client import BlockingClient, DisqueClient, TLSOptions, errors
-from support import NodeProcess, call, free_port, start_cluster, wait_for
+from support import NodeProcess, call, free_port, wait_for
 from txsupport import Sync, reactor
 
 KINDS = ["twisted", "blocking"]
@@ -169,22 +169,6 @@ def test_no_node_available(kind):
 
 
 # -- clusters ----------------------------------------------------------------------
-
-@pytest.fixture
-def trio(tmp_path):
-    nodes = start_cluster(tmp_path, 3)
-    yield nodes
-    for n in nodes:
-        n.kill()
-
-
-@pytest.fixture
-def pair(tmp_path):
-    nodes = start_cluster(tmp_path, 2)
-    yield nodes
-    for n in nodes:
-        n.kill()
-
 
 def _node_ids(nodes):
     return [call(n, "HELLO")[1].decode() for n in nodes]

@@ -6,19 +6,9 @@ import os
 import threading
 import time
 
-import pytest
-
 from support import ROOT, call, start_cluster, wait_for
 
 EAGER = os.path.join(ROOT, "examples", "federation-eager")
-
-
-@pytest.fixture
-def trio(tmp_path):
-    nodes = start_cluster(tmp_path, 3)
-    yield nodes
-    for n in nodes:
-        n.kill()
 
 
 def blocking_get(node, queue, timeout_ms, out):

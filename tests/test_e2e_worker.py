@@ -7,21 +7,12 @@ import subprocess
 import sys
 import time
 
-import pytest
 from twisted.internet import task
 
 from disque.client import BlockingClient, DisqueClient
 from disque.worker import Worker
-from support import call, start_cluster, wait_for
+from support import call, wait_for
 from txsupport import reactor, run
-
-
-@pytest.fixture
-def trio(tmp_path):
-    nodes = start_cluster(tmp_path, 3)
-    yield nodes
-    for n in nodes:
-        n.kill()
 
 
 def seeds(nodes):
