@@ -96,6 +96,11 @@ class _Node:
     def address(self) -> Address:
         return self.host, self.port
 
+    @property
+    def busy(self) -> bool:
+        """Calls of either path are waiting for a reply here."""
+        return self.inflight > 0 or (self.shared is not None and self.shared.pending > 0)
+
     def conns(self) -> List[_Conn]:
         return ([self.shared] if self.shared else []) + self.idle
 
@@ -215,6 +220,8 @@ class DisqueClient(Commands):
     def _fast_reply(self, reply, conn: _Conn, node: _Node, call: Call):
         conn.pending -= 1
         conn.progress = self.reactor.seconds()
+        if node.retired and not node.busy and node is not self._current:
+            node.close()  # the last reply a retired node owed
         if not isinstance(reply, Failure):
             return call.parse(reply, node.id)
         if reply.check(txredisapi.ResponseError):
@@ -410,7 +417,7 @@ class DisqueClient(Commands):
                 node.idle.append(conn)
             else:
                 conn.close()
-        if node.retired and node.inflight == 0 and node is not self._current:
+        if node.retired and not node.busy and node is not self._current:
             node.close()
 
     @defer.inlineCallbacks
@@ -469,7 +476,7 @@ class DisqueClient(Commands):
         node.idle = []
         if self._current is node:
             self._current = None
-        if node.inflight == 0:
+        if not node.busy:
             node.close()
 
     def _observe(self, node: _Node, jobs: List[Job]):
