@@ -260,3 +260,15 @@ def test_means_leaving():
 def test_call_defaults():
     call = Call(["PING"])
     assert call.parse(b"PONG", "n") == b"PONG" and call.prefer is None and call.pin is None
+
+
+def test_admin_command_lines():
+    assert C.time().args == ["TIME"] and C.time().parse([b"17", b"5"], None) == (17, 5)
+    assert C.config_get("hz").parse([b"hz", b"10"], None) == {"hz": "10"}
+    assert C.config_set("hz", 12).args == ["CONFIG", "SET", "hz", 12]
+    assert C.cluster_meet("h", "7712").args == ["CLUSTER", "MEET", "h", 7712]
+    assert C.cluster_leaving().args == ["CLUSTER", "LEAVING", "yes"]
+    assert C.cluster_leaving(False).args == ["CLUSTER", "LEAVING", "no"]
+    assert C.cluster_forget("abc").args == ["CLUSTER", "FORGET", "abc"]
+    assert C.cluster_info().parse(b"cluster_state:ok\r\ncluster_known_nodes:3\r\n", None) == {
+        "cluster_state": "ok", "cluster_known_nodes": "3"}

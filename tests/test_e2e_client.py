@@ -90,6 +90,15 @@ def test_every_command(one, kind):
     assert hello.node_id == one.node_id and len(hello.nodes) == 1
     assert one.info("server")["tcp_port"] == str(one.node_address[1])
     assert one.ping() == "PONG"
+    seconds, micros = one.time()
+    assert abs(seconds - time.time()) < 5 and 0 <= micros < 10 ** 6
+    assert one.config_set("hz", 12) == "OK" and one.config_get("hz") == {"hz": "12"}
+    assert one.config_set("hz", 10) == "OK"
+    with pytest.raises(errors.ResponseError):
+        one.config_set("hz", "not-a-number")
+    assert one.cluster_info()["cluster_known_nodes"] == "1"
+    assert one.node_id in one.cluster_nodes() and "myself" in one.cluster_nodes()
+    assert "rewriting" in one.bgrewriteaof().lower()
     assert one.execute("QLEN", names[1]) == 1
 
 
@@ -174,13 +183,19 @@ def _node_ids(nodes):
     return [call(n, "HELLO")[1].decode() for n in nodes]
 
 
-def test_discovery_from_one_node(kind, trio):
+def test_discovery_from_one_node(kind, trio, tmp_path):
     c = make_client(kind, [trio[1]])
     assert c.qlen("d") == 0
     ids = _node_ids(trio)
     assert c.node_id == ids[1]
     assert sorted(c.topology.nodes) == sorted(ids)
     assert {(n.host, n.port) for n in c.topology.nodes.values()} == {("127.0.0.1", n.port) for n in trio}
+    extra = NodeProcess(tmp_path / "extra").start()
+    try:
+        assert c.cluster_meet("127.0.0.1", extra.port) == "OK"
+        wait_for(lambda: len(c.hello().nodes) == 4, timeout=15, what="the new node joins")
+    finally:
+        extra.kill()
     c.close()
     fixed = make_client(kind, [trio[2]], discover=False)
     fixed.qlen("d")
@@ -259,7 +274,7 @@ def test_hello_refresh_leaves_a_node_that_starts_leaving(kind, pair):
     id_a, id_b = _node_ids(pair)
     c = make_client(kind, [a], hello_interval=0.2)
     assert c.qlen("r") == 0 and c.node_id == id_a
-    call(a, "CLUSTER", "LEAVING", "yes")
+    assert c.cluster_leaving() == "OK"  # sent to the current node, A
     # QLEN is answered on a leaving node: HELLO's priority is what moves the client.
     wait_for(lambda: (c.qlen("r"), c.node_id == id_b)[1], timeout=10, interval=0.1,
              what="HELLO shows A leaving and the client moves to B")

@@ -351,6 +351,47 @@ class Commands:
     def ping(self):
         return self._run(Call(["PING"], _text_reply))
 
+    def time(self):
+        """TIME: the node's clock as ``(seconds, microseconds)``."""
+        return self._run(Call(["TIME"], lambda reply, node: (int(reply[0]), int(reply[1]))))
+
+    def config_get(self, pattern: str):
+        """CONFIG GET: the matching directives as a dict of strings."""
+        return self._run(Call(["CONFIG", "GET", pattern],
+                              lambda reply, node: {text(reply[i]): text(reply[i + 1])
+                                                   for i in range(0, len(reply) - 1, 2)}))
+
+    def config_set(self, name: str, value):
+        """CONFIG SET (a refused value raises ResponseError)."""
+        return self._run(Call(["CONFIG", "SET", name, value], _text_reply))
+
+    def bgrewriteaof(self):
+        """BGREWRITEAOF: the node's status line."""
+        return self._run(Call(["BGREWRITEAOF"], _text_reply))
+
+    # -- Cluster administration (run on the current node) ------------------------------
+
+    def cluster_meet(self, host: str, port: int):
+        """CLUSTER MEET: introduce the node at ``host:port``."""
+        return self._run(Call(["CLUSTER", "MEET", host, int(port)], _text_reply))
+
+    def cluster_forget(self, node_id: str):
+        """CLUSTER FORGET: drop a node from this node's table."""
+        return self._run(Call(["CLUSTER", "FORGET", node_id], _text_reply))
+
+    def cluster_leaving(self, leaving: bool = True):
+        """CLUSTER LEAVING yes|no: start (or stop) draining the current node.
+        The client then moves to another node itself (its HELLO priority)."""
+        return self._run(Call(["CLUSTER", "LEAVING", "yes" if leaving else "no"], _text_reply))
+
+    def cluster_info(self):
+        """CLUSTER INFO as a dict of strings."""
+        return self._run(Call(["CLUSTER", "INFO"], parse_info))
+
+    def cluster_nodes(self):
+        """CLUSTER NODES: the node table, one line per node (``str``)."""
+        return self._run(Call(["CLUSTER", "NODES"], _text_reply))
+
     def _then(self, result, f):
         """Apply ``f`` to a result of ``_run`` (a value here; the Twisted
         client chains it on the Deferred)."""
