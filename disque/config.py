@@ -445,6 +445,12 @@ SPECS = (
        check=lambda t: _need(len(_enc(t)) <= 512, "must be at most 512 bytes long")),
     # TLS (disque/tls.py, docs/security.md), in Redis' words; CONFIG SET of
     # the settable ones reloads the certificates for new connections.
+    # The HTTP side (disque/http/, docs/observability.md): off while
+    # http-port is 0; http-frontend names the strategy serving it.
+    _S("http-port", "int", 0, original=False, lo=0, hi=65535),
+    _S("http-bind", "str", "127.0.0.1", original=False),
+    _S("http-frontend", "str", "default", original=False, check=lambda t: _need(t, "must not be empty")),
+    _S("metrics-max-queues", "int", 50, True, original=False, lo=0, hi=100000),
     _S("tls-port", "int", 0, original=False, lo=0, hi=65535),
     _S("tls-cert-file", "str", "", True, original=False, nullable=True),
     _S("tls-key-file", "str", "", True, original=False, nullable=True),

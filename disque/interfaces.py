@@ -131,6 +131,20 @@ class IFederationPolicyFactory(IStrategyFactory):
     (``federation-policy`` directive)."""
 
 
+class IHTTPFrontend(Interface):
+    """What a node serves over HTTP at ``http-port`` (``http-frontend``
+    directive): a twisted.web resource tree, in the node's reactor."""
+
+    def resource(service):
+        """The root ``IResource`` for ``service`` (the
+        ``disque.service.DisqueNodeService`` being built; its ``runtime`` is
+        ready).  The service wraps it in the ``requirepass`` check."""
+
+
+class IHTTPFrontendFactory(IStrategyFactory):
+    """``make`` returns an :class:`IHTTPFrontend` provider."""
+
+
 class INodeRuntime(Interface):
     """What command handlers need from the process hosting the node."""
 

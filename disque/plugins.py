@@ -19,12 +19,13 @@ from the node.
 
 import textwrap
 
-from .interfaces import IFederationPolicyFactory, IPersistenceFactory
+from .interfaces import IFederationPolicyFactory, IHTTPFrontendFactory, IPersistenceFactory
 
 #: Every kind of strategy: (factory interface, the directive choosing it).
 KINDS = (
     (IPersistenceFactory, "persistence"),
     (IFederationPolicyFactory, "federation-policy"),
+    (IHTTPFrontendFactory, "http-frontend"),
 )
 
 

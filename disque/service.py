@@ -38,7 +38,7 @@ from .config import ConfigSetError
 from .failed_auth import FailedAuth
 from .heap import heap_freezer
 from .idle import IdleClients
-from .interfaces import IFederationPolicyFactory, INodeRuntime, IPersistenceFactory
+from .interfaces import IFederationPolicyFactory, IHTTPFrontendFactory, INodeRuntime, IPersistenceFactory
 from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptions, client_descriptions,
                         listening_port, server_endpoint, tls_descriptions)
 from .logs import logger, node_log
@@ -461,6 +461,8 @@ class DisqueNodeService(MultiService):
         self.persistence = make_strategy(IPersistenceFactory, config["persistence"], config)
         self.persistence.reactor = reactor  # everysec fsyncs and incremental rewrites
         federation = make_strategy(IFederationPolicyFactory, config["federation-policy"], config)
+        http_frontend = (make_strategy(IHTTPFrontendFactory, config["http-frontend"], config)
+                         if config["http-port"] else None)
         self.tls = TLSContexts(config) if tls_enabled(config) else None  # reads the files: TLSError
         tls_cluster = config["tls-cluster"]
         self.connector = BusConnector(reactor, config, self.tls.client() if tls_cluster else None)
@@ -499,7 +501,17 @@ class DisqueNodeService(MultiService):
             bus_endpoints = [(TLSServerEndpoint(endpoint, self.tls.server("bus-server")), d + " (TLS)")
                              for endpoint, d in bus_endpoints]
         self.bus_listeners = [Listener(endpoint, bus, d) for endpoint, d in bus_endpoints]
-        for listener in self.listeners + self.bus_listeners:
+        self.http_listener = None
+        if http_frontend is not None:  # the HTTP side (disque/http/): off while http-port is 0
+            from twisted.internet.endpoints import quoteStringArgument
+
+            from .http.site import PasswordSite
+
+            description = "tcp:%d:interface=%s" % (config["http-port"], quoteStringArgument(config["http-bind"]))
+            site = PasswordSite(http_frontend.resource(self), runtime)
+            self.http_listener = Listener(server_endpoint(reactor, "http-port", description), site,
+                                          description + " (HTTP)")
+        for listener in self.listeners + self.bus_listeners + ([self.http_listener] if self.http_listener else []):
             listener.setServiceParent(self)
         self.cron = TimerService(1.0 / max(config["hz"], 1), self._cron_tick)
         self.cron.clock = reactor

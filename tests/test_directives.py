@@ -470,6 +470,72 @@ def _federation_policy(make):
         make(**{"federation-policy": "nosuch"})
 
 
+# -- the HTTP side (disque/http/) -------------------------------------------------
+
+def http_get(node, path, headers=b""):
+    """(status line, headers and body) of GET ``path`` on the node's HTTP
+    listener, in memory."""
+    from twisted.internet.address import IPv4Address
+
+    [site] = [f for port, f, *_ in node.reactor.tcpServers if port == node.config["http-port"]]
+    proto = site.buildProtocol(IPv4Address("TCP", "192.168.1.9", 40000))
+    tr = StringTransport(peerAddress=IPv4Address("TCP", "192.168.1.9", 40000))
+    proto.makeConnection(tr)
+    proto.dataReceived(b"GET " + path + b" HTTP/1.1\r\nHost: n\r\nConnection: close\r\n" + headers + b"\r\n")
+    head, _, body = tr.value().partition(b"\r\n\r\n")
+    return head, body
+
+
+@effect("http-port", "http-bind", "http-frontend")
+def _http(make):
+    from disque.http.site import PasswordSite
+
+    assert [p[0] for p in make().reactor.tcpServers] == [7711, 17711]  # off by default
+    node = make(**{"http-port": "8080", "http-bind": "10.1.2.3"})
+    [(port, site, _, interface)] = [p for p in node.reactor.tcpServers if p[0] == 8080]
+    assert isinstance(site, PasswordSite) and interface == "10.1.2.3"
+    head, body = http_get(node, b"/metrics")
+    assert head.startswith(b"HTTP/1.1 200") and b"text/plain; version=0.0.4" in head
+    assert b"disque_jobs 0\n" in body
+    with pytest.raises(StrategyError, match="http-frontend 'nosuch'"):
+        make(**{"http-port": "8081", "http-frontend": "nosuch"})
+    make(**{"http-frontend": "nosuch"})  # not made while the HTTP side is off
+
+
+def test_http_side_needs_requirepass_when_set(make):
+    import base64
+
+    node = make(**{"http-port": "8080", "requirepass": "s3cret"})
+    assert http_get(node, b"/metrics")[0].startswith(b"HTTP/1.1 401")
+    assert b'www-authenticate: basic realm="disque"' in http_get(node, b"/metrics")[0].lower()
+    assert http_get(node, b"/metrics", b"Authorization: Bearer s3cret\r\n")[0].startswith(b"HTTP/1.1 200")
+    basic = b"Authorization: Basic " + base64.b64encode(b"prometheus:s3cret") + b"\r\n"
+    assert http_get(node, b"/metrics", basic)[0].startswith(b"HTTP/1.1 200")
+    wrong = b"Authorization: Basic " + base64.b64encode(b"prometheus:guess") + b"\r\n"
+    assert http_get(node, b"/metrics", wrong)[0].startswith(b"HTTP/1.1 401")
+    admin = node.connect()
+    admin.call("AUTH", "s3cret")
+    assert b"auth_failures:1\r\n" in admin.call("INFO", "STATS")  # counted like a wrong AUTH
+    admin.call("CONFIG", "SET", "requirepass", "")
+    assert http_get(node, b"/metrics")[0].startswith(b"HTTP/1.1 200")  # at once
+
+
+@effect("metrics-max-queues")
+def _metrics_max_queues(make):
+    node = make(**{"http-port": "8080", "metrics-max-queues": "2"})
+    c = node.connect()
+    for name, n in (("big", 3), ("mid", 2), ("small", 1), ("tiny", 1)):
+        for _ in range(n):
+            c.call("ADDJOB", name, "x", "0")
+    body = http_get(node, b"/metrics")[1]
+    lines = [l for l in body.split(b"\n") if l.startswith(b"disque_queue_jobs{")]
+    assert lines == [b'disque_queue_jobs{queue="big"} 3', b'disque_queue_jobs{queue="mid"} 2',
+                     b'disque_queue_jobs{queue="_other"} 2']
+    c.call("CONFIG", "SET", "metrics-max-queues", "0")
+    lines = [l for l in http_get(node, b"/metrics")[1].split(b"\n") if l.startswith(b"disque_queue_jobs{")]
+    assert lines == [b'disque_queue_jobs{queue="_other"} 7']
+
+
 # -- listening -------------------------------------------------------------------
 
 @effect("port", "bind", "tcp-backlog")

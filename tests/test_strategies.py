@@ -16,7 +16,8 @@ from zope.interface.verify import verifyObject
 import disque.service
 from disque.config import Config
 from disque.core.queue import Queue
-from disque.interfaces import (IFederationPolicy, IFederationPolicyFactory, IPersistence, IPersistenceFactory,
+from disque.interfaces import (IFederationPolicy, IFederationPolicyFactory, IHTTPFrontend, IHTTPFrontendFactory,
+                               IPersistence, IPersistenceFactory,
                                IStrategyFactory, LoadError)
 from disque.persistence.aof import AOFError, AOFPersistence
 from disque.persistence.none import NoPersistence
@@ -38,6 +39,7 @@ def config(tmp_path, **overrides):
     (IPersistenceFactory, "aof", IPersistence, AOFPersistence),
     (IPersistenceFactory, "none", IPersistence, NoPersistence),
     (IFederationPolicyFactory, "default", IFederationPolicy, None),
+    (IHTTPFrontendFactory, "default", IHTTPFrontend, None),
 ])
 def test_each_shipped_strategy_is_found_and_honours_its_interfaces(tmp_path, interface, spec, product, kind):
     factory = find_strategy(interface, spec)
@@ -56,6 +58,10 @@ def test_the_dropin_lists_the_factories_without_describing_them_again():
     assert disque_plugin.aof_persistence is disque.persistence.aof_persistence
     assert disque_plugin.no_persistence is disque.persistence.no_persistence
     assert disque_plugin.default_policy is disque.federation.default_policy
+    import disque.http
+
+    assert disque_plugin.default_frontend is disque.http.default_frontend
+    assert [f.name for f in strategies(IHTTPFrontendFactory)] == ["default"]
     assert [f.name for f in strategies(IPersistenceFactory)] == ["aof", "none"]
 
 

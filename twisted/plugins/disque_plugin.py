@@ -11,6 +11,7 @@ it makes one (``disque.persistence``, ``disque.federation``).
 from twisted.application.service import ServiceMaker
 
 from disque.federation import default_policy
+from disque.http import default_frontend
 from disque.persistence import aof_persistence, no_persistence
 
 disque = ServiceMaker(
@@ -27,4 +28,5 @@ disque_worker = ServiceMaker(
     "disque-worker",
 )
 
-__all__ = ["disque", "disque_worker", "aof_persistence", "no_persistence", "default_policy"]
+__all__ = ["disque", "disque_worker", "aof_persistence", "no_persistence", "default_policy",
+           "default_frontend"]

@@ -1,0 +1,152 @@
+"""``/metrics``: the node's state in the Prometheus text format (0.0.4).
+
+Names follow Prometheus' conventions: ``disque_`` first, base units
+(seconds, bytes), ``_total`` on counters.  Every value is read from the
+same state INFO reports, at scrape time; nothing is kept for the scrape.
+
+Queue labels are bounded: the ``metrics-max-queues`` longest queues (ties
+by name) get their own series; the others are summed under
+``queue="_other"`` so totals stay right whatever the number of queues.
+"""
+
+from typing import Iterable, List, Tuple
+
+from .. import DISQUE_VERSION
+from ..commands import ORDER, TABLE
+from ..core.queue import PAUSE_NAMES
+
+CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+OTHER = "_other"  # the label of the queues past metrics-max-queues
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _label_text(value) -> str:
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return _escape(str(value))
+
+
+def _number(value) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return str(int(value))
+
+
+class Exposition:
+    """Families written one after the other: ``# HELP``, ``# TYPE``, then
+    the samples (a family is never split)."""
+
+    def __init__(self):
+        self.lines: List[str] = []
+
+    def family(self, name: str, kind: str, help_text: str, samples: Iterable[Tuple[dict, object]]):
+        self.lines.append("# HELP %s %s" % (name, help_text))
+        self.lines.append("# TYPE %s %s" % (name, kind))
+        sample_name = name
+        for labels, value in samples:
+            if labels:
+                text = ",".join('%s="%s"' % (k, _label_text(v)) for k, v in labels.items())
+                self.lines.append("%s{%s} %s" % (sample_name, text, _number(value)))
+            else:
+                self.lines.append("%s %s" % (sample_name, _number(value)))
+
+    def one(self, name: str, kind: str, help_text: str, value, **labels):
+        self.family(name, kind, help_text, [(labels, value)])
+
+    def render(self) -> bytes:
+        return ("\n".join(self.lines) + "\n").encode()
+
+
+def _queue_series(node, limit: int):
+    """[(label, length, jobs_in, jobs_out, paused state)]: the ``limit``
+    longest queues, then ``_other`` summing the rest (if any)."""
+    queues = sorted(node.queues.values(), key=lambda q: (-len(q), q.name))
+    head, tail = queues[:limit], queues[limit:]
+    out = [(q.name, len(q), q.jobs_in, q.jobs_out, q.flags) for q in head]
+    if tail:
+        out.append((OTHER, sum(len(q) for q in tail), sum(q.jobs_in for q in tail),
+                    sum(q.jobs_out for q in tail), None))
+    return out
+
+
+def render(runtime) -> bytes:
+    """The exposition for the node served by ``runtime`` (a
+    ``disque.service.NodeRuntime``)."""
+    ctx, node, config = runtime.ctx, runtime.node, runtime.config
+    process = runtime.process_info()
+    used, rss, _ = runtime.memory()
+    sys_, user, _, _ = runtime.cpu_times()
+    stats = ctx.stats
+    cluster = node.cluster
+    e = Exposition()
+
+    e.one("disque_info", "gauge", "Constant 1, labelled with the node's ID, version and runtime.", 1,
+          node_id=node.my_id, version=DISQUE_VERSION, runtime=process["runtime"])
+    e.one("disque_uptime_seconds", "gauge", "Seconds since the node started.", process["uptime"])
+
+    # Clients and commands
+    e.one("disque_connected_clients", "gauge", "Client connections open now.", len(ctx.clients))
+    e.one("disque_blocked_clients", "gauge", "Clients blocked in GETJOB.", len(node.getjob))
+    e.one("disque_connections_received_total", "counter", "Client connections accepted.", stats.connections)
+    e.one("disque_rejected_connections_total", "counter", "Client connections refused (maxclients).",
+          stats.rejected)
+    e.one("disque_auth_failures_total", "counter", "Wrong passwords from clients (AUTH and HTTP).",
+          stats.auth_failures)
+    e.one("disque_bus_auth_failures_total", "counter", "Failed cluster-password handshakes on the bus.",
+          stats.bus_auth_failures)
+    e.one("disque_net_input_bytes_total", "counter", "Bytes read from clients.", stats.net_in)
+    e.one("disque_net_output_bytes_total", "counter", "Bytes written to clients.", stats.net_out)
+    e.one("disque_commands_processed_total", "counter", "Commands run, all kinds.", stats.commands)
+    calls = [(TABLE[name], name.decode()) for name in ORDER if TABLE[name].calls]
+    e.family("disque_commands_total", "counter", "Commands run, by command.",
+             [({"command": name}, cmd.calls) for cmd, name in calls])
+    e.family("disque_command_duration_seconds_total", "counter", "Time spent running each command.",
+             [({"command": name}, cmd.usec / 1e6) for cmd, name in calls])
+
+    # Jobs and queues
+    e.one("disque_jobs", "gauge", "Jobs this node holds (registered_jobs of INFO).", len(node.jobs))
+    e.one("disque_queues", "gauge", "Queues this node knows (registered_queues of INFO).", len(node.queues))
+    series = _queue_series(node, config["metrics-max-queues"])
+    e.family("disque_queue_jobs", "gauge", "Jobs waiting in each queue (QLEN).",
+             [({"queue": name}, length) for name, length, _, _, _ in series])
+    e.family("disque_queue_added_total", "counter", "Jobs queued in each queue (QSTAT jobs-in).",
+             [({"queue": name}, jobs_in) for name, _, jobs_in, _, _ in series])
+    e.family("disque_queue_removed_total", "counter", "Jobs taken out of each queue (QSTAT jobs-out).",
+             [({"queue": name}, jobs_out) for name, _, _, jobs_out, _ in series])
+    e.family("disque_queue_paused", "gauge", "1 for each queue's pause state (QSTAT pause).",
+             [({"queue": name, "state": PAUSE_NAMES[flags].decode()}, 1)
+              for name, _, _, _, flags in series if flags is not None])
+
+    # Cluster
+    peers = cluster.peers()
+    e.one("disque_cluster_known_nodes", "gauge", "Nodes in this node's table, itself included.",
+          len(cluster.nodes))
+    e.one("disque_cluster_reachable_nodes", "gauge", "Peers not failing, in handshake or suspected.",
+          cluster.reachable)
+    e.family("disque_cluster_peer_up", "gauge", "1 if the peer is reachable (not failing or suspected).",
+             [({"node_id": n.id, "address": b"%s:%d" % (n.host, n.port)}, 1 if n.reachable else 0)
+              for n in peers])
+    e.family("disque_cluster_link_connected", "gauge", "1 while this node's link to the peer is up.",
+             [({"node_id": n.id}, 1 if n.connected else 0) for n in peers])
+    e.family("disque_cluster_peer_leaving", "gauge", "1 if the peer is leaving the cluster.",
+             [({"node_id": n.id}, 1 if n.leaving else 0) for n in peers])
+
+    # Memory, CPU, persistence
+    e.one("disque_memory_used_bytes", "gauge", "The node's estimate of its data (compared with maxmemory).",
+          used)
+    e.one("disque_memory_max_bytes", "gauge", "The maxmemory directive.", config["maxmemory"])
+    e.one("disque_resident_memory_bytes", "gauge", "Resident set size of the process.", rss)
+    e.one("disque_cpu_user_seconds_total", "counter", "User CPU time of the process.", float(user))
+    e.one("disque_cpu_system_seconds_total", "counter", "System CPU time of the process.", float(sys_))
+    info = dict(runtime.persistence_info())
+    if "aof_enabled" in info:
+        e.one("disque_aof_enabled", "gauge", "1 while the append only file is written.", int(info["aof_enabled"]))
+    if "aof_rewrite_in_progress" in info:
+        e.one("disque_aof_rewrite_in_progress", "gauge", "1 while the AOF is rewritten.",
+              int(info["aof_rewrite_in_progress"]))
+    if "aof_current_size" in info:
+        e.one("disque_aof_size_bytes", "gauge", "Size of the append only file.", int(info["aof_current_size"]))
+    return e.render()
