@@ -125,15 +125,12 @@ class Worker(service.Service):
         service.Service.stopService(self)
         self._stopping = True
         self._wake()
+        d = self._drain()
         if self._fetch is not None:
             # The GETJOB in flight answers within fetch_timeout; one stuck in
             # failover (its node is gone) is given up a second later.
             give_up = self.reactor.callLater(self.fetch_timeout / 1000.0 + 1.0, self._cancel_fetch)
-        else:
-            give_up = None
-        d = self._drain()
-        if give_up is not None:
-            d.addBoth(lambda r: (give_up.cancel() if give_up.active() else None, r)[1])
+            d.addBoth(_cancelled, give_up)
         if self.stop_timeout is not None:
             d.addTimeout(self.stop_timeout, self.reactor)
             d.addErrback(self._stop_timed_out)
@@ -262,6 +259,13 @@ class Worker(service.Service):
             delay = retry * self.heartbeat_fraction
         if serial in self._running:
             self._beats[serial] = self.reactor.callLater(delay, self._heartbeat, serial, job)
+
+
+def _cancelled(result, call):
+    """Pass ``result`` on, cancelling the delayed ``call`` if still due."""
+    if call.active():
+        call.cancel()
+    return result
 
 
 class StopInOrder(service.MultiService):

@@ -103,8 +103,6 @@ class BlockingClient(Commands):
                     self.topology.mark_leaving(node_id)
                 self._drop(address)
                 continue
-            except errors.AuthError:
-                raise
             except errors.ConnectionError as e:
                 self._failed(address, e)
                 if call.pin is not None:
@@ -144,9 +142,7 @@ class BlockingClient(Commands):
                     self._conns[address] = conn
                     conn.settimeout(self.reply_timeout)
                     self._learn(address, conn.call("HELLO"))
-                except errors.AuthError:
-                    raise
-                except errors.ConnectionError as e:
+                except errors.ConnectionError as e:  # an AuthError is not one: it goes up at once
                     self._failed(address, e)
                     continue
                 self.topology.succeeded(address)

@@ -53,6 +53,12 @@ def split_address(addr: str) -> Tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def check_auth(reply, addr: str, auth_error=errors.AuthError):
+    """Raise ``auth_error`` for a ``-NOAUTH`` reply from the node at ``addr``."""
+    if isinstance(reply, errors.ResponseError) and str(reply).startswith("NOAUTH"):
+        raise auth_error("disque: node %s requires a password (set the 'password' option)" % addr)
+
+
 class Connection:
     """A blocking connection to one node (AUTH done when ``password`` is
     set; TLS when ``tls`` is a :class:`~disque.client.tls.TLSOptions`)."""
@@ -147,8 +153,7 @@ class Connection:
 
     def check_auth(self, reply):
         """Raise ``auth_error`` for a ``-NOAUTH`` reply."""
-        if isinstance(reply, errors.ResponseError) and str(reply).startswith("NOAUTH"):
-            raise self.auth_error("disque: node %s requires a password (set the 'password' option)" % self.addr)
+        check_auth(reply, self.addr, self.auth_error)
 
     def pipeline(self, commands: Iterable[Sequence], window: int = 256) -> List:
         """Replies to ``commands`` in order, with at most ``window`` commands

@@ -87,7 +87,7 @@ class _Node:
         self.host, self.port = host, port
         self.id: Optional[str] = None
         self.shared: Optional[_Conn] = None   # the pipelined connection
-        self.opening: Optional[defer.Deferred] = None
+        self.opening: Optional[List[defer.Deferred]] = None  # waiters while the shared one opens
         self.idle: List[_Conn] = []           # connections for blocking calls
         self.inflight = 0
         self.retired = False
@@ -372,21 +372,14 @@ class DisqueClient(Commands):
         try:
             conn = node.shared if node.shared is not None and node.shared.alive else (yield self._connect(node))
             if with_hello:
-                d = conn.execute(["HELLO"])
-                d.addTimeout(self.reply_timeout, self.reactor)
                 try:
-                    reply = yield d
+                    yield self._hello(node, conn)
                 except txredisapi.ResponseError as e:
                     conn.close()
                     raise _response_error(e)
                 except Exception:
                     conn.close()
                     raise
-                hello = parse_hello(reply, host=node.host)
-                node.id = hello.node_id
-                self._by_id[node.id] = node
-                if self.discover:
-                    self.topology.learn(hello)
             node.shared = conn
             self.topology.succeeded(node.address)
         except Exception as e:
@@ -493,20 +486,29 @@ class DisqueClient(Commands):
         self._retire(node)
 
     @defer.inlineCallbacks
+    def _hello(self, node: _Node, conn: _Conn):
+        """HELLO on ``conn``: learn ``node``'s ID and (with discovery) the
+        cluster from the reply."""
+        d = conn.execute(["HELLO"])
+        d.addTimeout(self.reply_timeout, self.reactor)
+        hello = parse_hello((yield d), host=node.host)
+        node.id = hello.node_id
+        self._by_id[node.id] = node
+        if self.discover:
+            self.topology.learn(hello)
+
+    @defer.inlineCallbacks
     def _refresh(self):
         """Ask the current node HELLO again; move on if it is no longer among
         the best (it is leaving, or failing)."""
         node = self._current
         if node is None or not self.discover or node.shared is None or not node.shared.alive:
             return
-        d = node.shared.execute(["HELLO"])
-        d.addTimeout(self.reply_timeout, self.reactor)
         try:
-            reply = yield d
+            yield self._hello(node, node.shared)
         except Exception as e:
             self.log.debug("disque client: HELLO to {node} failed: {e}", node=node, e=e)
             return
-        self.topology.learn(parse_hello(reply, host=node.host))
         if node is self._current and self.topology.outranked(node.id, self.reactor.seconds()):
             self.log.info("disque client: node {node} now has priority {p}: moving to a better node",
                           node=node, p=self.topology.priority(node.id))
@@ -550,7 +552,6 @@ class Scan:
         while not self.done:
             items.extend((yield self.next()))
         return items
-
 
 
 __all__ = ["DisqueClient", "Scan"]

@@ -47,8 +47,7 @@ class Connection(_wire.Connection):
 
 def check_auth(reply, addr: str):
     """Raise :class:`AuthError` for a ``-NOAUTH`` reply."""
-    if isinstance(reply, ServerError) and str(reply).startswith("NOAUTH"):
-        raise AuthError("disque: node %s requires a password (set the 'password' option)" % addr)
+    _wire.check_auth(reply, addr, AuthError)
 
 
 def hello(conn: Connection) -> List[Tuple[str, str, int]]:
