@@ -7,7 +7,7 @@ import os
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from disque.core.job import ACKED, QUEUED, WAIT_REPL
+from disque.core.job import ACKED, QUEUED, STATE_NAMES, WAIT_REPL
 from disque.core import messages
 from disque.core.errors import CommandError
 from disque.testing import SimCluster
@@ -346,6 +346,11 @@ def test_healthy_cluster_invariants(ops, seed):
             assert len(queued_on(sim, job_id)) <= 1
         for job_id in acked:
             assert queued_on(sim, job_id) == []
+        for node in sim.nodes:  # the counts /metrics reads, against a scan
+            counts = dict.fromkeys(("wait-repl", "active", "queued", "acked"), 0)
+            for job in node.jobs.values():
+                counts[STATE_NAMES[job.state].decode()] += 1
+            assert node.job_states() == counts
     sim.advance(5000)
     for job_id in acked:
         assert holders(sim, job_id) == []

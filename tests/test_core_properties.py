@@ -15,7 +15,7 @@ import random
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from disque.core.job import QUEUED
+from disque.core.job import QUEUED, STATE_NAMES
 from disque.core.errors import CommandError
 from disque.core.node import NodeState
 
@@ -109,6 +109,13 @@ class NodeMachine(RuleBasedStateMachine):
                 assert node.jobs.get(job.id) is job and job.queue == q.name
             total += len(q.jobs)
         assert total == queued
+
+    @invariant()
+    def job_states_counted_without_a_scan(self):
+        counts = dict.fromkeys(("wait-repl", "active", "queued", "acked"), 0)
+        for job in self.node.jobs.values():
+            counts[STATE_NAMES[job.state].decode()] += 1
+        assert self.node.job_states() == counts
 
     @invariant()
     def every_job_scheduled_once_before_ttl(self):

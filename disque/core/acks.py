@@ -27,6 +27,9 @@ class Acks:
         self.node = node
         self._jobs = node.jobs
         self._cluster = node.cluster
+        self._queues = node.queues
+        self._to_ack = node.latency.add_to_ack
+        self.acked = 0  # jobs acknowledged by clients here (ACKJOB, FASTACK)
 
     # -- Commands -------------------------------------------------------------
 
@@ -44,6 +47,7 @@ class Acks:
                               node.now + ttl_minutes(job_id) * 60000, 0, 0, 0)
                     jobs.register(job)
             elif job.state != ACKED:
+                self._count(job)
                 self.acknowledge(job)
                 known += 1
             if job is not None:
@@ -60,6 +64,8 @@ class Acks:
             if job is None:
                 cluster.broadcast(messages.DelJob(job_id))
             else:
+                if job.state != ACKED:
+                    self._count(job)
                 cluster.send_to_copies(job, messages.DelJob(job.id))
                 jobs.unregister(job)
                 known += 1
@@ -75,6 +81,15 @@ class Acks:
                 evicted += 1
         return evicted
 
+    def _count(self, job) -> None:
+        """A client acknowledged ``job`` here: its queue's ``acked`` and
+        the ADDJOB-to-ACK histogram."""
+        self.acked += 1
+        q = self._queues.get(job.extra.queue)  # (job.queue)
+        if q is not None:
+            q.acked += 1
+        self._to_ack.observe(self.node.now - job.ctime // 1000000)
+
     # -- The state machine ----------------------------------------------------
 
     def acknowledge(self, job) -> None:
@@ -83,6 +98,7 @@ class Acks:
             return
         self.node.queues.dequeue(job)
         job.state = ACKED
+        self._jobs.acked += 1
         if job.extra.confirmed is not None:  # (job.confirmed) copies confirmed while replicating
             job.confirmed = None
         self._jobs.update_awake(job)

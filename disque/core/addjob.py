@@ -251,6 +251,11 @@ class AddJob:
             self._jobs.update_awake(job)
         self._jobs.log_added(job)
 
+    def waiting_copies(self) -> int:
+        """How many jobs wait for their copies (WAIT_REPL): each has its
+        Replication record (ASYNC ones are active already)."""
+        return sum(1 for pending in self._replicating.values() if pending.job.state == WAIT_REPL)
+
     def _done(self, pending) -> None:
         del self._replicating[pending.job.id]
         if pending.awake:
@@ -309,6 +314,7 @@ class AddJob:
         if len(pending.confirmed) < pending.needed:
             return
         self._done(pending)
+        self.node.latency.addjob_replication.observe(self.node.now - job.created_ms())
         if job.confirmed is pending.confirmed:
             job.confirmed = None
             self._queues.share_defaults(job)  # back on its queue's shared record

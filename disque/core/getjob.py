@@ -28,10 +28,11 @@ class Blocked:
     ``awake`` is its slot in the node's timer schedule (0: no timeout).
     """
 
-    __slots__ = ("client", "queues", "deadline", "serve", "timeout_payload", "awake")
+    __slots__ = ("client", "queues", "deadline", "serve", "timeout_payload", "awake", "since")
 
-    def __init__(self, client, queues, deadline, serve, timeout_payload):
+    def __init__(self, client, queues, deadline, serve, timeout_payload, since=0):
         self.client = client
+        self.since = since  # when it blocked (the GETJOB wait histogram)
         self.queues = queues
         self.deadline = deadline
         self.serve = serve
@@ -45,6 +46,7 @@ class GetJob:
         self._queues = node.queues
         self._timers = node.timers
         self._blocked = {}  # client -> Blocked
+        self._wait = node.latency.getjob_wait
 
     def get_jobs(self, names, count: int) -> list:
         """Pop up to ``count`` jobs scanning ``names`` left to right, again
@@ -67,8 +69,11 @@ class GetJob:
                 if not q.jobs and federating:
                     federation.need_jobs(name, "zero")
                 if len(out) == count:
+                    self._wait.observe(0)
                     return out
             if len(out) == before:
+                if out:
+                    self._wait.observe(0)
                 return out
 
     # -- Blocked clients ------------------------------------------------------
@@ -79,7 +84,7 @@ class GetJob:
         (``Reply`` with ``timeout_payload``; 0 = wait for ever)."""
         node = self.node
         deadline = node.now + timeout_ms if timeout_ms else 0
-        b = Blocked(client, [], deadline, serve, timeout_payload)
+        b = Blocked(client, [], deadline, serve, timeout_payload, node.now)
         queues = self._queues
         for name in names:
             q = queues.queue_for(name)
@@ -114,7 +119,9 @@ class GetJob:
                     queues.maybe_idle(q)
 
     def _release(self, b: Blocked, payload) -> None:
+        """``b`` is served or timed out: its wait is observed."""
         del self._blocked[b.client]
+        self._wait.observe(self.node.now - b.since)
         self._detach(b)
         self.node.outbox.append(Reply(b.client, payload))
 

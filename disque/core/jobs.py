@@ -35,6 +35,9 @@ class Jobs:
         self.dedup = DedupIndex()  # ADDJOB ... DEDUP keys; the runtime sets .window
         self._schedule = node.schedule
         self._random = node.rng.random
+        # How many registered jobs are ACKED (kept for their garbage
+        # collection): counted as they change, so /metrics needs no scan.
+        self.acked = 0
 
     def __len__(self):
         return len(self.table)
@@ -53,6 +56,8 @@ class Jobs:
         is taken."""
         if not self.table.add(job.id, job):
             return False
+        if job.state == ACKED:
+            self.acked += 1
         if job.extra.dedup is not None:  # (job.dedup, read without the property)
             self.dedup.add(job)
         return True
@@ -74,6 +79,8 @@ class Jobs:
             self.dedup.remove(job, node.now, not void and job.state != WAIT_REPL)
         if ACTIVE <= job.state < ACKED:
             self.log_deleted(job)
+        elif job.state == ACKED:
+            self.acked -= 1
         self._schedule.remove(job)
         if job.state == QUEUED:
             node.queues.dequeue(job)
@@ -185,6 +192,7 @@ class Jobs:
         client could take them.  Returns how many were queued."""
         queued = 0
         enqueue_first = self.node.queues.enqueue_first
+        self.acked = 0  # every loaded job comes back active
         for job in list(self.table.values()):
             was_queued = job.state == QUEUED
             job.state = ACTIVE
@@ -201,5 +209,6 @@ class Jobs:
         return queued
 
     def clear(self) -> None:
+        self.acked = 0
         self.table.clear()
         self.dedup.clear()

@@ -18,6 +18,8 @@ attribute     module                      what it holds and does
 ``acks``      :mod:`~disque.core.acks`    ACKJOB, FASTACK, acked jobs GC
 ``federation``:mod:`~disque.core.federation` NEEDJOBS / YOURJOBS
 ``memory``    :mod:`~disque.core.memory`  memory estimate, tiers, eviction
+``latency``   :mod:`~disque.core.latency` GETJOB wait, replication and
+                                          ADDJOB-to-ACK histograms
 ``cluster``   :mod:`~disque.core.membership` membership, gossip, failures
 ``schedule``  :mod:`~disque.core.schedule`  due-time index of jobs
 ``timers``    :mod:`~disque.core.schedule`  the same, for blocked GETJOBs
@@ -50,6 +52,7 @@ from .addjob import AddJob, Replication
 from .federation import Federation
 from .getjob import Blocked, GetJob
 from .jobs import Jobs
+from .latency import Latency
 from .membership import ClusterView, new_node_id
 from .memory import Memory
 from .queues import Queues
@@ -69,6 +72,7 @@ class NodeState:
         self.cluster.outbox = self.outbox  # one effect stream, in order
         self.schedule = Schedule()  # jobs, by awake time
         self.timers = Schedule()  # Blocked and Replication records, by deadline
+        self.latency = Latency()  # histograms for operators (disque.core.latency)
         # Parts, in dependency order: each may cache the ones before it.
         self.jobs = Jobs(self)
         self.queues = Queues(self)
@@ -90,6 +94,16 @@ class NodeState:
     @property
     def my_id(self) -> bytes:
         return self.cluster.my_id
+
+    def job_states(self) -> dict:
+        """Registered jobs by state, without visiting the jobs: queued ones
+        are in the queues, waiting ones in the replication records, acked
+        ones counted as they change; the rest are active."""
+        queued = sum(len(q.jobs) for q in self.queues.values())
+        waiting = self.addjob.waiting_copies()
+        acked = self.jobs.acked
+        return {"wait-repl": waiting, "active": len(self.jobs) - queued - waiting - acked,
+                "queued": queued, "acked": acked}
 
     # ------------------------------------------------------------------
     # Time

@@ -184,8 +184,8 @@ class JobList:
 
 
 class Queue:
-    __slots__ = ("name", "jobs", "ctime", "atime", "flags", "jobs_in", "jobs_out", "waiting", "fed",
-                 "job_defaults")
+    __slots__ = ("name", "jobs", "ctime", "atime", "flags", "jobs_in", "jobs_out", "acked", "nacked", "waiting",
+                 "fed", "job_defaults")
 
     def __init__(self, name: bytes, now_s: int):
         self.name = name
@@ -199,6 +199,8 @@ class Queue:
         self.flags = 0
         self.jobs_in = 0
         self.jobs_out = 0
+        self.acked = 0  # ACKJOB / FASTACK of its jobs received by this node
+        self.nacked = 0  # NACKs of its jobs received by this node
         self.waiting = None  # list of blocked GETJOB records, created on demand
         self.fed = None  # federation state, owned by the federation policy
 

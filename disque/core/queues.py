@@ -31,6 +31,7 @@ class Queues:
         self.scan = self._by_name.scan
         self.ready = []
         self._idle = {}  # name -> Queue, candidates for reclaiming
+        self.nacked = 0  # NACKs that queued a job again, all queues
         # (name, repl, retry) -> the shared JobExtra of such jobs, while any
         # job (or the Queue) holds it: queues come and go, jobs stay.
         self._job_defaults = WeakValueDictionary()
@@ -104,6 +105,9 @@ class Queues:
         node.jobs.update_awake(job)
         if q is None:
             q = self.queue_for(job.queue)
+        if nack:
+            q.nacked += 1
+            self.nacked += 1
         q.push(job, node.now // 1000)
         if q.waiting and not q.flags & PAUSED_OUT:
             self.ready.append(q)
