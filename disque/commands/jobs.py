@@ -115,36 +115,41 @@ NOREPL_TIMEOUT = b"-NOREPL Timeout reached before replicating to the requested n
 # SHOW / JSCAN
 # ----------------------------------------------------------------------
 
-def render_job_info(node, job) -> bytes:
+def job_fields(node, job) -> list:
+    """SHOW's fields of ``job`` in SHOW's order, as ``(name, value)`` with
+    ``value`` an int, bytes, a tuple of bytes or None (a null): what the
+    SHOW reply and the HTTP API (disque.http.api) both render."""
     now = node.now
     ttl = -(-(job.etime - now) // 1000)
-    if ttl < 0:
-        ttl = 0
-    if job.qtime == 0:
-        requeue = reply.NULL_BULK
-    else:
-        requeue = reply.integer(max(job.qtime - now, 0))
-    awake = reply.integer(max(job.awake - now, 0)) if job.awake else reply.NULL_BULK
-    confirmed = job.confirmed or ()
-    dedup = job.dedup
-    return b"".join((
-        b"*32\r\n" if dedup is not None else b"*30\r\n", b"$2\r\nid\r\n$40\r\n", job.id,
-        b"\r\n$5\r\nqueue\r\n", reply.bulk_or_null(job.queue),
-        b"$5\r\nstate\r\n", reply.bulk(STATE_NAMES[job.state]),
-        b"$4\r\nrepl\r\n", reply.integer(job.repl),
-        b"$3\r\nttl\r\n", reply.integer(ttl),
-        b"$5\r\nctime\r\n", reply.integer(job.ctime),
-        b"$5\r\ndelay\r\n", reply.integer(job.delay),
-        b"$5\r\nretry\r\n", reply.integer(job.retry),
-        b"$5\r\nnacks\r\n", reply.integer(job.nacks),
-        b"$21\r\nadditional-deliveries\r\n", reply.integer(job.deliv),
-        b"$15\r\nnodes-delivered\r\n", reply.bulk_array(job.delivered),
-        b"$15\r\nnodes-confirmed\r\n", reply.bulk_array(confirmed),
-        b"$19\r\nnext-requeue-within\r\n", requeue,
-        b"$17\r\nnext-awake-within\r\n", awake,
-        b"$4\r\nbody\r\n", reply.bulk_or_null(job.body),
-        b"$5\r\ndedup\r\n" + reply.bulk(dedup) if dedup is not None else b"",
-    ))
+    fields = [
+        (b"id", job.id), (b"queue", job.queue), (b"state", STATE_NAMES[job.state]), (b"repl", job.repl),
+        (b"ttl", ttl if ttl > 0 else 0), (b"ctime", job.ctime), (b"delay", job.delay), (b"retry", job.retry),
+        (b"nacks", job.nacks), (b"additional-deliveries", job.deliv), (b"nodes-delivered", tuple(job.delivered)),
+        (b"nodes-confirmed", tuple(job.confirmed or ())),
+        (b"next-requeue-within", max(job.qtime - now, 0) if job.qtime else None),
+        (b"next-awake-within", max(job.awake - now, 0) if job.awake else None),
+        (b"body", job.body),
+    ]
+    if job.dedup is not None:
+        fields.append((b"dedup", job.dedup))
+    return fields
+
+
+def render_job_info(node, job) -> bytes:
+    """SHOW's reply: a flat array of names and values."""
+    fields = job_fields(node, job)
+    out = [b"*%d\r\n" % (2 * len(fields))]
+    for name, value in fields:
+        out.append(reply.bulk(name))
+        if value is None:
+            out.append(reply.NULL_BULK)
+        elif isinstance(value, int):
+            out.append(reply.integer(value))
+        elif isinstance(value, tuple):
+            out.append(reply.bulk_array(value))
+        else:
+            out.append(reply.bulk(value))
+    return b"".join(out)
 
 
 @command("show", 2, "readonly fast")

@@ -53,6 +53,17 @@ class Exposition:
             else:
                 self.lines.append("%s %s" % (sample_name, _number(value)))
 
+    def histogram(self, name: str, help_text: str, histogram) -> None:
+        """A :class:`disque.core.latency.Histogram` (milliseconds) as a
+        Prometheus histogram in seconds."""
+        self.lines.append("# HELP %s %s" % (name, help_text))
+        self.lines.append("# TYPE %s histogram" % name)
+        for bound, n in histogram.cumulative():
+            le = "+Inf" if bound == float("inf") else repr(bound)
+            self.lines.append('%s_bucket{le="%s"} %d' % (name, le, n))
+        self.lines.append("%s_sum %s" % (name, repr(histogram.total_ms / 1000.0)))
+        self.lines.append("%s_count %d" % (name, histogram.count))
+
     def one(self, name: str, kind: str, help_text: str, value, **labels):
         self.family(name, kind, help_text, [(labels, value)])
 
@@ -61,14 +72,15 @@ class Exposition:
 
 
 def _queue_series(node, limit: int):
-    """[(label, length, jobs_in, jobs_out, paused state)]: the ``limit``
-    longest queues, then ``_other`` summing the rest (if any)."""
+    """[(label, length, jobs_in, jobs_out, acked, nacked, paused state)]:
+    the ``limit`` longest queues, then ``_other`` summing the rest (if
+    any)."""
     queues = sorted(node.queues.values(), key=lambda q: (-len(q), q.name))
     head, tail = queues[:limit], queues[limit:]
-    out = [(q.name, len(q), q.jobs_in, q.jobs_out, q.flags) for q in head]
+    out = [(q.name, len(q), q.jobs_in, q.jobs_out, q.acked, q.nacked, q.flags) for q in head]
     if tail:
         out.append((OTHER, sum(len(q) for q in tail), sum(q.jobs_in for q in tail),
-                    sum(q.jobs_out for q in tail), None))
+                    sum(q.jobs_out for q in tail), sum(q.acked for q in tail), sum(q.nacked for q in tail), None))
     return out
 
 
@@ -108,17 +120,33 @@ def render(runtime) -> bytes:
 
     # Jobs and queues
     e.one("disque_jobs", "gauge", "Jobs this node holds (registered_jobs of INFO).", len(node.jobs))
+    e.family("disque_jobs_by_state", "gauge", "Jobs this node holds, by state (as SHOW names them).",
+             [({"state": state}, n) for state, n in node.job_states().items()])
+    e.one("disque_acks_total", "counter", "Jobs acknowledged by clients here (ACKJOB, FASTACK).", node.acks.acked)
+    e.one("disque_nacks_total", "counter", "NACKs received here that queued a job again.", node.queues.nacked)
     e.one("disque_queues", "gauge", "Queues this node knows (registered_queues of INFO).", len(node.queues))
     series = _queue_series(node, config["metrics-max-queues"])
     e.family("disque_queue_jobs", "gauge", "Jobs waiting in each queue (QLEN).",
-             [({"queue": name}, length) for name, length, _, _, _ in series])
+             [({"queue": s[0]}, s[1]) for s in series])
     e.family("disque_queue_added_total", "counter", "Jobs queued in each queue (QSTAT jobs-in).",
-             [({"queue": name}, jobs_in) for name, _, jobs_in, _, _ in series])
+             [({"queue": s[0]}, s[2]) for s in series])
     e.family("disque_queue_removed_total", "counter", "Jobs taken out of each queue (QSTAT jobs-out).",
-             [({"queue": name}, jobs_out) for name, _, _, jobs_out, _ in series])
+             [({"queue": s[0]}, s[3]) for s in series])
+    e.family("disque_queue_acks_total", "counter", "Jobs of each queue acknowledged by clients here.",
+             [({"queue": s[0]}, s[4]) for s in series])
+    e.family("disque_queue_nacks_total", "counter", "NACKs of each queue's jobs received here.",
+             [({"queue": s[0]}, s[5]) for s in series])
     e.family("disque_queue_paused", "gauge", "1 for each queue's pause state (QSTAT pause).",
-             [({"queue": name, "state": PAUSE_NAMES[flags].decode()}, 1)
-              for name, _, _, _, flags in series if flags is not None])
+             [({"queue": s[0], "state": PAUSE_NAMES[s[6]].decode()}, 1) for s in series if s[6] is not None])
+
+    # Latency
+    latency = node.latency
+    e.histogram("disque_getjob_wait_seconds", "GETJOB waits: 0 when served at once, else until the job or the "
+                "timeout.", latency.getjob_wait)
+    e.histogram("disque_addjob_replication_seconds", "ADDJOB until the copies asked for are confirmed.",
+                latency.addjob_replication)
+    e.histogram("disque_job_add_to_ack_seconds", "Job time from ADDJOB to its ACK on this node.",
+                latency.add_to_ack)
 
     # Cluster
     peers = cluster.peers()

@@ -10,6 +10,8 @@ from zope.interface import implementer
 
 from ..interfaces import IHTTPFrontend
 from . import metrics
+from .api import Api
+from .rates import INTERVAL, Rates
 
 
 class MetricsResource(resource.Resource):
@@ -37,7 +39,21 @@ class DefaultFrontend:
     def resource(self, service):
         root = Root()
         root.putChild(b"metrics", MetricsResource(service.runtime))
+        root.putChild(b"api", Api(service.runtime, sampled_rates(service)))
         return root
+
+
+def sampled_rates(service):
+    """The dashboard's :class:`~disque.http.rates.Rates` of ``service``'s
+    node, sampled every second while the service runs."""
+    from twisted.application.internet import TimerService
+
+    runtime = service.runtime
+    rates = Rates(runtime.node)
+    sampler = TimerService(INTERVAL, lambda: rates.sample(int(runtime.reactor.seconds() * 1000)))
+    sampler.clock = runtime.reactor
+    sampler.setServiceParent(service)
+    return rates
 
 
 class PasswordSite(server.Site):
