@@ -148,7 +148,7 @@ def test_actions_need_requirepass_and_the_header(make):
     node = make(**{"http-port": "8080", "requirepass": "s3cret"})
     assert post(node, b"/api/queues/q/pause", {"state": "all"}, headers=ACTION)[0] == 401
     assert post(node, b"/api/queues/q/pause", {"state": "all"}, headers=PASSWORD)[0] == 403  # no header
-    assert get(node, b"/api/node")[0] == 401
+    assert get(node, b"/api/node") == (401, {"error": "-NOAUTH Authentication required."})
     assert get(node, b"/api/node", PASSWORD)[1]["actions"] is True
     assert node.runtime.node.queues.get(b"q") is None
 

@@ -100,5 +100,8 @@ class _Unauthorized(resource.Resource):
     def render(self, request):
         request.setResponseCode(401)
         request.setHeader(b"www-authenticate", b'Basic realm="disque"')
+        if request.path.startswith(b"/api/"):  # API clients get JSON, errors included
+            request.setHeader(b"content-type", b"application/json")
+            return b'{"error":"-NOAUTH Authentication required."}'
         request.setHeader(b"content-type", b"text/plain; charset=utf-8")
         return b"-NOAUTH Authentication required.\n"
