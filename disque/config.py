@@ -450,6 +450,7 @@ SPECS = (
     _S("http-port", "int", 0, original=False, lo=0, hi=65535),
     _S("http-bind", "str", "127.0.0.1", original=False),
     _S("http-frontend", "str", "default", original=False, check=lambda t: _need(t, "must not be empty")),
+    _S("http-tls", "bool", False, original=False),
     _S("metrics-max-queues", "int", 50, True, original=False, lo=0, hi=100000),
     _S("tls-port", "int", 0, original=False, lo=0, hi=65535),
     _S("tls-cert-file", "str", "", True, original=False, nullable=True),

@@ -509,8 +509,11 @@ class DisqueNodeService(MultiService):
 
             description = "tcp:%d:interface=%s" % (config["http-port"], quoteStringArgument(config["http-bind"]))
             site = PasswordSite(http_frontend.resource(self), runtime)
-            self.http_listener = Listener(server_endpoint(reactor, "http-port", description), site,
-                                          description + " (HTTP)")
+            endpoint = server_endpoint(reactor, "http-port", description)
+            if config["http-tls"]:
+                endpoint = TLSServerEndpoint(endpoint, self.tls.server("http"))
+            self.http_listener = Listener(endpoint, site, description + (" (HTTPS)" if config["http-tls"] else
+                                                                         " (HTTP)"))
         for listener in self.listeners + self.bus_listeners + ([self.http_listener] if self.http_listener else []):
             listener.setServiceParent(self)
         self.cron = TimerService(1.0 / max(config["hz"], 1), self._cron_tick)

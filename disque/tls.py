@@ -9,7 +9,7 @@ endpoint, pyOpenSSL underneath): this module makes the OpenSSL contexts and
 wraps endpoints in them, so the listeners and links of
 :mod:`disque.listeners` get TLS without the RESP or bus protocols knowing.
 
-Three contexts, made from the same certificate, key and CA:
+Four contexts, made from the same certificate, key and CA:
 
 ``clients``
     The TLS client port (``tls-port``).  ``tls-auth-clients yes`` (the
@@ -24,6 +24,10 @@ Three contexts, made from the same certificate, key and CA:
     byte of its reaches :class:`disque.bus.protocol.BusProtocol`.  Names are
     not checked on the bus (as in Redis): peers are learned by gossip as
     addresses, and membership is having a certificate of the CA.
+``http``
+    The HTTP side with ``http-tls yes`` (HTTPS): the node's certificate,
+    no client certificate asked (browsers and Prometheus authenticate with
+    ``requirepass``).
 
 Invariants: the contexts are built whole before any of them replaces the
 current ones (:meth:`TLSContexts.reload`), so a failed reload (CONFIG SET
@@ -52,8 +56,9 @@ class TLSError(ValueError):
 
 
 def enabled(config) -> bool:
-    """True if the node uses TLS anywhere (a TLS client port or bus)."""
-    return bool(config["tls-port"]) or bool(config["tls-cluster"])
+    """True if the node uses TLS anywhere (a TLS client port, bus or
+    HTTP side)."""
+    return bool(config["tls-port"]) or bool(config["tls-cluster"]) or bool(config["http-tls"])
 
 
 def check(config):
@@ -66,7 +71,9 @@ def check(config):
         if not config[name]:
             raise TLSError("%s: TLS needs a certificate and its private key: set tls-cert-file and "
                            "tls-key-file" % name)
-    if (config["tls-auth-clients"] != "no" or config["tls-cluster"]) \
+    if config["http-tls"] and not config["http-port"]:
+        raise TLSError("http-tls: the HTTP side is off: set http-port")
+    if (config["tls-port"] and config["tls-auth-clients"] != "no" or config["tls-cluster"]) \
             and not (config["tls-ca-cert-file"] or config["tls-ca-cert-dir"]):
         raise TLSError("tls-ca-cert-file: either tls-ca-cert-file or tls-ca-cert-dir must be set when "
                        "tls-cluster or tls-auth-clients is enabled")
@@ -179,7 +186,7 @@ def make_context(config, verify):
 
 class TLSContexts:
     """The node's current contexts by role ("clients", "bus-server",
-    "bus-client"), and connection creators that use whichever is current
+    "bus-client", "http"), and connection creators that use whichever is current
     (see the module docstring)."""
 
     def __init__(self, config):
@@ -192,6 +199,8 @@ class TLSContexts:
         contexts = {}
         if config["tls-port"]:
             contexts["clients"] = make_context(config, config["tls-auth-clients"])
+        if config["http-tls"]:  # HTTPS for browsers and Prometheus: no client certificate asked
+            contexts["http"] = make_context(config, "no")
         if config["tls-cluster"]:
             contexts["bus-server"] = make_context(config, "yes")
             contexts["bus-client"] = make_context(config, "yes")

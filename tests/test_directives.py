@@ -610,6 +610,27 @@ def _ssl_connection(ctx):
     return SSL.Connection(ctx, None)
 
 
+@effect("http-tls")
+def _http_tls(make, tmp_path):
+    from twisted.protocols.tls import TLSMemoryBIOFactory
+
+    from disque.tls import TLSError
+    from tls_support import handshake, make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    node = make(**{"http-port": "8080", "http-tls": "yes", "tls-cert-file": pki.node, "tls-key-file": pki.node_key})
+    [site] = [p[1] for p in node.reactor.tcpServers if p[0] == 8080]
+    assert isinstance(site, TLSMemoryBIOFactory) and [p[0] for p in node.reactor.tcpServers] == [7711, 17711, 8080]
+    assert handshake(node.service.tls.current["http"], ca=pki.ca) is None  # no client certificate needed
+    assert "clients" not in node.service.tls.current  # no TLS client port for all that
+    plain = make(**{"http-port": "8080"})
+    assert not isinstance([p[1] for p in plain.reactor.tcpServers if p[0] == 8080][0], TLSMemoryBIOFactory)
+    with pytest.raises(TLSError, match="http-tls: the HTTP side is off: set http-port"):
+        make(**{"http-tls": "yes", "tls-cert-file": pki.node, "tls-key-file": pki.node_key})
+    with pytest.raises(TLSError, match="tls-cert-file: TLS needs a certificate"):
+        make(**{"http-port": "8080", "http-tls": "yes"})
+
+
 @effect("tls-key-file")
 def _tls_key_file(make, tmp_path):
     from tls_support import handshake

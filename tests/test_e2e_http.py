@@ -2,6 +2,7 @@
 Prometheus parser, its values checked against INFO and QSTAT, and the
 password required when requirepass is set."""
 
+import pytest
 import treq
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -220,3 +221,34 @@ def test_the_api_on_a_three_node_cluster(tmp_path):
     finally:
         for n in nodes:
             n.kill()
+
+
+def test_https_with_the_nodes_certificate(tmp_path):
+    import base64
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from tls_support import client_context, make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    port = free_port()
+    node = NodeProcess(tmp_path / "n", args=["--set", "http-port=%d" % port, "--set", "http-tls=yes",
+                                             "--set", "tls-cert-file=%s" % pki.node,
+                                             "--set", "tls-key-file=%s" % pki.node_key,
+                                             "--requirepass", "pw"]).start()
+    try:
+        url = "https://127.0.0.1:%d/api/node" % port
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url, context=client_context(ca=pki.ca), timeout=10)
+        assert refused.value.code == 401
+        request = urllib.request.Request(url, headers={"Authorization": "Basic " + base64.b64encode(b"x:pw").decode()})
+        with urllib.request.urlopen(request, context=client_context(ca=pki.ca), timeout=10) as r:
+            assert r.status == 200 and b'"actions":true' in r.read()
+        with pytest.raises(urllib.error.URLError) as untrusted:  # a client trusting another CA
+            urllib.request.urlopen(url, context=client_context(ca=pki.other_ca), timeout=10)
+        assert isinstance(untrusted.value.reason, ssl.SSLError)
+        with pytest.raises(Exception):  # plain HTTP on the HTTPS port gets nothing
+            urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read()
+    finally:
+        node.stop()
