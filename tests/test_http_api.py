@@ -223,3 +223,13 @@ def test_the_sampler_runs_with_the_service(make):
     assert samples[-1]["queued"] == 10
     node.service.stopService()
     assert not [call for call in node.reactor.getDelayedCalls() if "sample" in repr(call.func)]
+
+
+def test_metrics_show_the_memory_tier(make):
+    node = make(**{"http-port": "8080"})
+    c = node.connect()
+    add(c, "q", "x" * 1000)
+    assert b"\ndisque_memory_tier 0\n" in get(node, b"/metrics")[1]
+    c.call("CONFIG", "SET", "maxmemory", "1")
+    node.advance(0.2)  # the tick measures the level
+    assert b"\ndisque_memory_tier 3\n" in get(node, b"/metrics")[1]

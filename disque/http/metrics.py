@@ -166,6 +166,8 @@ def render(runtime) -> bytes:
     e.one("disque_memory_used_bytes", "gauge", "The node's estimate of its data (compared with maxmemory).",
           used)
     e.one("disque_memory_max_bytes", "gauge", "The maxmemory directive.", config["maxmemory"])
+    e.one("disque_memory_tier", "gauge", "0 below 75% of maxmemory; 1 above (new jobs keep no local copy); "
+          "2 above 95% (evicting); 3 full (refusing).", node.memory.level)
     e.one("disque_resident_memory_bytes", "gauge", "Resident set size of the process.", rss)
     e.one("disque_cpu_user_seconds_total", "counter", "User CPU time of the process.", float(user))
     e.one("disque_cpu_system_seconds_total", "counter", "System CPU time of the process.", float(sys_))
