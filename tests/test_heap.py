@@ -30,6 +30,7 @@ NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Conf
                  "LatencyMonitor", "NoPersistence", "NodeRuntime", "NodeState", "Schedule", "SlowLog", "Stats", "DedupIndex",
                  # the node's parts (disque.core.node), each pointing back at it
                  "Jobs", "Queues", "Memory", "Federation", "AddJob", "GetJob", "Requeue", "Acks",
+                 "Latency", "Histogram",  # the node's latency histograms (three, made with it)
                  "FailedAuth", "Nonces"}  # the runtime's authentication records
 
 
