@@ -30,6 +30,7 @@ replaced); a body that is not UTF-8 comes as ``body_base64`` instead.
 """
 
 import base64
+import heapq
 import json
 
 from twisted.web import resource
@@ -38,6 +39,7 @@ from ..commands.jobs import job_fields
 from ..core.jobid import is_valid as is_valid_id
 from ..core.queue import PAUSE_NAMES, PAUSED_ALL, PAUSED_IN, PAUSED_OUT
 from .. import DISQUE_VERSION
+from .metrics import longest_first
 
 PEEK_DEFAULT = 50
 PEEK_MAX = 1000
@@ -236,10 +238,10 @@ class Api(resource.Resource):
     def queues(self, text: str, limit: int):
         node = self.runtime.node
         wanted = text.encode("utf-8")
-        chosen = [q for q in node.queues.values() if wanted in q.name]
-        chosen.sort(key=lambda q: (-len(q.jobs), q.name))
+        chosen = [q for q in node.queues.values() if wanted in q.name] if wanted else list(node.queues.values())
+        shown = heapq.nsmallest(limit, chosen, key=longest_first)
         return {"time": node.now, "total": len(node.queues), "matching": len(chosen),
-                "queues": [self._queue_row(q) for q in chosen[:limit]]}
+                "queues": [self._queue_row(q) for q in shown]}
 
     def _queue(self, name: bytes):
         q = self.runtime.node.queues.get(name)

@@ -9,6 +9,7 @@ by name) get their own series; the others are summed under
 ``queue="_other"`` so totals stay right whatever the number of queues.
 """
 
+import heapq
 from typing import Iterable, List, Tuple
 
 from .. import DISQUE_VERSION
@@ -71,12 +72,19 @@ class Exposition:
         return ("\n".join(self.lines) + "\n").encode()
 
 
+def longest_first(q):
+    """The order of queues in /metrics and the API: longest, then by name."""
+    return -len(q.jobs), q.name
+
+
 def _queue_series(node, limit: int):
     """[(label, length, jobs_in, jobs_out, acked, nacked, paused state)]:
     the ``limit`` longest queues, then ``_other`` summing the rest (if
     any)."""
-    queues = sorted(node.queues.values(), key=lambda q: (-len(q), q.name))
-    head, tail = queues[:limit], queues[limit:]
+    queues = list(node.queues.values())
+    head = heapq.nsmallest(limit, queues, key=longest_first)
+    chosen = {id(q) for q in head}
+    tail = [q for q in queues if id(q) not in chosen]
     out = [(q.name, len(q), q.jobs_in, q.jobs_out, q.acked, q.nacked, q.flags) for q in head]
     if tail:
         out.append((OTHER, sum(len(q) for q in tail), sum(q.jobs_in for q in tail),
