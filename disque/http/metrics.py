@@ -80,15 +80,21 @@ def longest_first(q):
 def _queue_series(node, limit: int):
     """[(label, length, jobs_in, jobs_out, acked, nacked, paused state)]:
     the ``limit`` longest queues, then ``_other`` summing the rest (if
-    any)."""
+    any).  One partial sort and one pass over the others."""
     queues = list(node.queues.values())
     head = heapq.nsmallest(limit, queues, key=longest_first)
-    chosen = {id(q) for q in head}
-    tail = [q for q in queues if id(q) not in chosen]
-    out = [(q.name, len(q), q.jobs_in, q.jobs_out, q.acked, q.nacked, q.flags) for q in head]
-    if tail:
-        out.append((OTHER, sum(len(q) for q in tail), sum(q.jobs_in for q in tail),
-                    sum(q.jobs_out for q in tail), sum(q.acked for q in tail), sum(q.nacked for q in tail), None))
+    out = [(q.name, len(q.jobs), q.jobs_in, q.jobs_out, q.acked, q.nacked, q.flags) for q in head]
+    if len(head) < len(queues):
+        chosen = {id(q) for q in head}
+        length = jobs_in = jobs_out = acked = nacked = 0
+        for q in queues:
+            if id(q) not in chosen:
+                length += len(q.jobs)
+                jobs_in += q.jobs_in
+                jobs_out += q.jobs_out
+                acked += q.acked
+                nacked += q.nacked
+        out.append((OTHER, length, jobs_in, jobs_out, acked, nacked, None))
     return out
 
 
