@@ -236,7 +236,7 @@ def aof_figures(workdir, n, load_jobs, twistd, warmup):
         size = os.path.getsize(os.path.join(node.workdir, "disque.aof"))
         t = time.perf_counter()
         node.start(wait=False)
-        node.wait_ready(timeout=600)  # ready = loaded: the file is read before the node listens
+        node.wait_ready(timeout=600)  # ready = loaded: PING answers -LOADING until then
         seconds = time.perf_counter() - t
         jobs = info_field(node.port, "jobs", "registered_jobs")
         node.stop()

@@ -45,13 +45,25 @@ class IPersistence(Interface):
 
     enabled = Attribute("True when records are being written.")
     reactor = Attribute("The reactor for work off the request path (fsyncs in a thread, "
-                        "incremental rewrites); the service sets it before load().  None "
+                        "incremental rewrites); the service sets it before begin_load().  None "
                         "(in tests): such work does not happen.")
 
     def load(node):
-        """Replay stored records into ``node`` at start-up; return the
+        """Replay stored records into ``node``, all at once; return the
         number of records applied.  Raise :class:`LoadError` when the stored
         state is unusable (start-up stops)."""
+
+    def begin_load(node):
+        """What the service calls at start-up: replay stored records into
+        ``node``.  Return None when that is done already (nothing to load,
+        or little enough to load at once, before the node listens, as
+        :meth:`load` does), or a function ``step(seconds)`` that the service
+        calls once per reactor turn while clients get ``-LOADING``: it
+        applies records for about ``seconds`` and returns True once the load
+        is complete (as :meth:`load` would leave it).  Both raise
+        :class:`LoadError` when the stored state is unusable (start-up
+        stops; from ``step``, the node stops).  While a load runs,
+        :meth:`info` shows its progress and :meth:`close` abandons it."""
 
     def append(record):
         """Persist one record (``("LOADJOB", job)`` or ``("DELJOB", job_id)``)."""

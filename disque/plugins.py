@@ -132,7 +132,8 @@ def help_text() -> str:
         for factory in found:
             lines.append("  %-*s  %s" % (width, factory.name, factory.description))
             lines += textwrap.wrap("arguments: %s" % factory.argStringFormat, 100,
-                                   initial_indent=" " * (width + 4), subsequent_indent=" " * (width + 6))
+                                   initial_indent=" " * (width + 4), subsequent_indent=" " * (width + 6),
+                                   break_on_hyphens=False)  # sync-load-max stays whole
         if not found:
             lines.append("  (none installed)")
         lines.append("")

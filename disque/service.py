@@ -23,10 +23,12 @@ import time
 
 from twisted.application.internet import TimerService
 from twisted.application.service import MultiService
+from twisted.internet import defer
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from . import DISQUE_VERSION
-from .commands import load as load_commands
+from .commands import dispatch_loading, load as load_commands
 from .commands.context import Context
 from .bus import auth as bus_auth, wire
 from .bus.links import BUS_PORT_OFFSET, Links
@@ -38,7 +40,7 @@ from .config import ConfigSetError
 from .failed_auth import FailedAuth
 from .heap import heap_freezer
 from .idle import IdleClients
-from .interfaces import IFederationPolicyFactory, IHTTPFrontendFactory, INodeRuntime, IPersistenceFactory
+from .interfaces import IFederationPolicyFactory, IHTTPFrontendFactory, INodeRuntime, IPersistenceFactory, LoadError
 from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptions, client_descriptions,
                         listening_port, server_endpoint, tls_descriptions)
 from .logs import logger, node_log
@@ -73,6 +75,11 @@ def _gcc_version() -> str:
 #: pipelined clients must not hold back the replicas' and clients' work.
 MAX_TURN_MS = 1
 
+#: While the AOF loads in the background, records are applied for this long
+#: (seconds) per reactor turn; clients, INFO and the HTTP side are served
+#: between two slices.
+LOAD_SLICE = 0.01
+
 
 @implementer(INodeRuntime)
 class NodeRuntime:
@@ -100,7 +107,8 @@ class NodeRuntime:
         now = int(reactor.seconds() * 1000)
         self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
         self._follow_config()
-        self.dispatch = load_commands()  # the RESP protocol runs commands through it
+        self.dispatch = self._dispatch = load_commands()  # the RESP protocol runs commands through it
+        self.loading = False  # the AOF loads in the background (start_loading)
         self.ctx = Context(self.node, config, self)
         self.start_time = reactor.seconds()
         self.run_id = os.urandom(20).hex()
@@ -340,6 +348,22 @@ class NodeRuntime:
             self.persistence.maybe_auto_rewrite(self.node)
         self.after_batch()
 
+    # -- loading the AOF in the background --------------------------------
+
+    def start_loading(self):
+        """Until :meth:`finish_loading`: clients get ``-LOADING`` but for
+        the few commands the original runs while loading (the dispatch is
+        swapped: the normal path checks nothing), and peers' bus
+        connections are closed.  Nothing is due meanwhile: loaded jobs are
+        scheduled by the end of the load (``Jobs.finish_load``), and the
+        tick starts after it (DisqueNodeService)."""
+        self.loading = True
+        self.dispatch = dispatch_loading
+
+    def finish_loading(self):
+        self.loading = False
+        self.dispatch = self._dispatch
+
     # -- CLIENT PAUSE ------------------------------------------------------
 
     def clients_paused(self):
@@ -403,7 +427,11 @@ class NodeRuntime:
             return None
         self.shutting_down = True
         log.info("User requested shutdown ({mode})...", mode=mode or "default")
-        if mode == "rewrite-aof":
+        if mode == "rewrite-aof" and self.loading:
+            # As Redis never saves while loading: half the state would
+            # replace the file.  The file stays as it is.
+            log.warn("Still loading the AOF: shutting down without rewriting it")
+        elif mode == "rewrite-aof":
             # No client is served from here on: the file can hold the queues.
             try:
                 self.persistence.rewrite_now(self.node, self.config["aof-enqueue-jobs-once"])
@@ -446,7 +474,17 @@ class DisqueNodeService(MultiService):
     children in order: the client listeners (the first one's port is the
     port the node advertises), the bus listeners, the periodic tick (whose
     first run, at once, opens the links to the peers of the node file) and
-    the heap freezer."""
+    the heap freezer.
+
+    An AOF too big to load at once (``IPersistence.begin_load``) loads
+    after the service starts, a slice of ``LOAD_SLICE`` seconds per reactor
+    turn, as the original loads with its event loop running: the client
+    and HTTP listeners serve at once, clients get ``-LOADING`` but for
+    INFO, COMMAND, AUTH, SHUTDOWN and LATENCY (the original's ``loading``
+    commands), INFO shows the progress; the bus listeners are bound but
+    close peers' connections, and the tick (the links, the cluster's
+    cron, the jobs' timers) starts only with the state loaded.  :meth:`when_loaded` tells when; a file found unusable
+    half way logs the error and stops the node (``on_shutdown``)."""
 
     name = "disque"
 
@@ -482,9 +520,15 @@ class DisqueNodeService(MultiService):
         else:
             runtime.node.cluster.dirty = True  # a new node: write its ID down
         # Jobs from the AOF before anything listens (a bad file stops start-up
-        # here, where twistd's option handling reports it in one line).
-        if self.persistence.load(runtime.node):
-            log.info("DB loaded from append only file: {n} jobs", n=len(runtime.node.jobs))
+        # here, where twistd's option handling reports it in one line), or
+        # a big file's load, run in slices once the service starts.
+        self._load_step = self.persistence.begin_load(runtime.node)
+        self._load_call = None
+        self._load_waiters = []
+        if self._load_step is None:
+            self._log_loaded()
+        else:
+            runtime.start_loading()
         runtime.node.federation.policy = federation
         self._forget.append(config.on_change("appendonly", self._set_appendonly))
         if self.tls is not None:
@@ -518,12 +562,79 @@ class DisqueNodeService(MultiService):
             listener.setServiceParent(self)
         self.cron = TimerService(1.0 / max(config["hz"], 1), self._cron_tick)
         self.cron.clock = reactor
-        self.cron.setServiceParent(self)
+        if self._load_step is None:  # (else the tick waits for the jobs: _loaded)
+            self.cron.setServiceParent(self)
         freezer = heap_freezer(reactor, config["gc-freeze-interval"])
-        if freezer is not None:
-            freezer.setServiceParent(self)
+        if freezer is not None:  # (while loading too: what each second loaded is frozen, so the
+            freezer.setServiceParent(self)  # collector's full collections do not walk it again and again)
         IdleClients(runtime).setServiceParent(self)
         Watchdog(config, reactor).setServiceParent(self)
+
+    def _log_loaded(self):
+        if len(self.runtime.node.jobs):
+            log.info("DB loaded from append only file: {n} jobs", n=len(self.runtime.node.jobs))
+
+    # -- loading the AOF in the background -----------------------------------
+
+    @property
+    def loading(self):
+        """True while the AOF loads in the background."""
+        return self._load_step is not None
+
+    def when_loaded(self):
+        """A Deferred that fires (None) once the node has its state and
+        serves every command, or fails with the ``LoadError`` that stopped
+        the load; it never fires if the service stops first."""
+        if self._load_step is None:
+            return defer.succeed(None)
+        d = defer.Deferred()
+        self._load_waiters.append(d)
+        return d
+
+    def _load_slice(self):
+        self._load_call = None
+        runtime = self.runtime
+        if self._load_step is None or runtime.shutting_down:
+            return
+        try:
+            done = self._load_step(LOAD_SLICE)
+        except Exception as e:
+            self._load_failed(e)
+            return
+        if done:
+            self._loaded()
+        else:
+            self._load_call = self.reactor.callLater(0, self._load_slice)
+
+    def _loaded(self):
+        """The state is back: serve everyone, then start what waited."""
+        self._load_step = None
+        runtime = self.runtime
+        runtime.finish_loading()
+        runtime.set_time()
+        runtime.node.persist = self.persistence.enabled
+        self._log_loaded()
+        self.cron.setServiceParent(self)  # started at once: the first tick runs now (the links, the cron)
+        runtime.after_batch()  # the jobs' timers
+        log.info("Disque {version} node {id} ready to accept connections on {where}",
+                 version=DISQUE_VERSION, id=runtime.node.my_id.decode(), where=self._where())
+        waiters, self._load_waiters = self._load_waiters, []
+        for d in waiters:
+            d.callback(None)
+
+    def _load_failed(self, error):
+        """The file turned out unusable half way (or the load broke): the
+        node cannot serve this state.  Log it in one line (a traceback for
+        anything but a LoadError) and stop."""
+        self._load_step = None
+        if isinstance(error, LoadError):
+            log.error("{error}", error=str(error))
+        else:
+            log.failure("Loading the AOF failed", failure=Failure(error))
+        waiters, self._load_waiters = self._load_waiters, []
+        for d in waiters:
+            d.errback(error)
+        self._on_shutdown()
 
     def _bus_description(self, index):
         if self.listening_port is None:
@@ -555,7 +666,8 @@ class DisqueNodeService(MultiService):
         if enabled and not self.persistence.enabled:
             raise ConfigSetError(b"Unable to turn on AOF: this node keeps no file (persistence %s)"
                                  % self.config["persistence"].partition(":")[0].encode())
-        node.persist = self.persistence.enabled
+        # (Not while the AOF loads: the records it applies are not written back.)
+        node.persist = self.persistence.enabled and self._load_step is None
 
     def _set_hz(self, hz):
         """The periodic tick runs ``hz`` times a second (restarted when that
@@ -589,7 +701,8 @@ class DisqueNodeService(MultiService):
     def startService(self):
         runtime = self.runtime
         runtime.set_time()
-        runtime.node.persist = self.persistence.enabled
+        if self._load_step is None:  # (else once loaded: no record is written back meanwhile)
+            runtime.node.persist = self.persistence.enabled
         runtime.links = Links(self.reactor, runtime, self.connector)
         # The listeners before the other children (under twistd they listen
         # already, from privilegedStartService): the first tick, which runs
@@ -606,12 +719,22 @@ class DisqueNodeService(MultiService):
                      "peers will not reach this node's bus", bus=port + BUS_PORT_OFFSET, port=port)
         super().startService()
         self._forget.append(self.config.on_change("hz", self._set_hz))
+        if self._load_step is not None:
+            log.info("Disque {version} node {id} loading the AOF; meanwhile clients on {where} get -LOADING",
+                     version=DISQUE_VERSION, id=runtime.node.my_id.decode(), where=self._where())
+            self._load_call = self.reactor.callLater(0, self._load_slice)
+            return
+        log.info("Disque {version} node {id} ready to accept connections on {where}",
+                 version=DISQUE_VERSION, id=runtime.node.my_id.decode(), where=self._where())
+
+    def _where(self):
+        """Where clients connect, for the log."""
+        port = self.listening_port
         where = "port %d" % port if port is not None else ", ".join(l.description for l in self.listeners)
         tls_port = self.config["tls-port"]
         if tls_port:
             where += " (TLS)" if tls_port == port else ", TLS port %d" % tls_port
-        log.info("Disque {version} node {id} ready to accept connections on {where}",
-                 version=DISQUE_VERSION, id=runtime.node.my_id.decode(), where=where)
+        return where
 
     def _cron_tick(self):
         """The periodic work, ``hz`` times a second (see _set_hz)."""
@@ -621,6 +744,9 @@ class DisqueNodeService(MultiService):
         for forget in self._forget:
             forget()
         self._forget = []
+        if self._load_call is not None and self._load_call.active():
+            self._load_call.cancel()  # (persistence.close() abandons the load)
+        self._load_call = None
         node_log.reset()
         self.runtime.end_turn_now()  # what this turn kept leaves before the connections close
         stopped = super().stopService()  # the timers, then the listeners

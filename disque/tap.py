@@ -104,9 +104,29 @@ def makeService(options, reactor=None):
         from .reactor import lighten
         lighten(running)
     try:
-        return DisqueNodeService(options.config, reactor=reactor)
+        service = DisqueNodeService(options.config, reactor=reactor)
     # ConfigError: a value the node refuses (rename-command, ...)
     # TLSError: a tls-* directive that cannot be used (a missing certificate, ...)
     except (StrategyError, EndpointError, NodeFileError, LoadError, ConfigError, TLSError) as e:
         _fail(str(e))
+    if reactor is None:
+        service.when_loaded().addErrback(_load_failed, running)
+    return service
+
+
+def _load_failed(failure, reactor):
+    """A big AOF, loaded once the node runs, was found unusable half way:
+    the service logged it and stops the reactor.  End the process as a
+    start-up failure does: the same line on stderr, exit status 1 (once
+    the services have stopped; twistd itself always exits with 0)."""
+    import os
+
+    sys.__stderr__.write("disque: %s\n" % str(failure.value).replace("\n", " "))
+
+    def exit_1():
+        for f in (sys.__stdout__, sys.__stderr__):
+            f.flush()
+        os._exit(1)
+
+    reactor.addSystemEventTrigger("after", "shutdown", exit_1)
 

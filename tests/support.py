@@ -103,11 +103,12 @@ class NodeProcess:
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
-                    # -NOAUTH: up, with requirepass set.
+                    # -NOAUTH: up, with requirepass set.  (-LOADING: up, loading a big AOF.)
                     if s.recv(64).startswith((b"+PONG\r\n", b"-NOAUTH")):
                         return
             except OSError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
         raise RuntimeError("node on port %d not ready:\n%s" % (self.port, self.log()))
 
     def log(self):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from support import NodeProcess, call, info, run_twistd, show, wait_for
+from support import NodeProcess, call, info, parse_info, redis_cli, run_twistd, show, wait_for
 
 AOF = ("--appendonly", "yes", "--set", "appendfsync=always")
 
@@ -243,3 +243,103 @@ def test_a_restarted_node_hears_of_acks_before_it_requeues(tmp_path):
     finally:
         for n in (a, b, c):
             n.kill()
+
+
+# -- a big file, loaded while the node serves -LOADING -------------------------------
+
+LOADING = "LOADING Disque is loading the dataset in memory"
+
+
+def write_big_aof(path, n):
+    """``n`` LOADJOB records (~190 bytes each) written straight to the
+    file, as the node writes them; returns the job IDs."""
+    from disque.core.node import NodeState
+    from disque.persistence.aof import record_bytes
+
+    node = NodeState(b"a" * 40, now=int(time.time() * 1000))
+    ids = []
+    with open(path, "wb") as f:
+        chunk = []
+        for i in range(n):
+            job = node.addjob.add(b"bq", b"body-%08d" % i, 1, 0, 30, 3600, 0, False)
+            ids.append(job.id)
+            chunk.append(record_bytes((b"LOADJOB", job)))
+            if len(chunk) == 10_000:
+                f.write(b"".join(chunk))
+                chunk = []
+        f.write(b"".join(chunk))
+    return ids
+
+
+def connect_when_listening(node, timeout=15):
+    def attempt():
+        if node.proc.poll() is not None:
+            raise AssertionError("node exited: %s" % node.log())
+        try:
+            return node.client()
+        except OSError:
+            return None
+    return wait_for(attempt, timeout=timeout, interval=0.05, what="the client port")
+
+
+def test_a_big_aof_loads_while_clients_get_loading_and_info_shows_progress(tmp_path):
+    n = 150_000  # 28 MB: about 3 s on CPython, 2 s on PyPy
+    node = NodeProcess(tmp_path / "n", args=AOF)
+    ids = write_big_aof(aof_path(node), n)
+    total = os.path.getsize(aof_path(node))
+    node.start(wait=False)
+    try:
+        c = connect_when_listening(node)
+        progress = []
+        cli_checked = False
+        while True:
+            # One pipeline, run in one reactor turn: no slice of the load between INFO and the rest.
+            c.send(c.encode("INFO", "persistence") + c.encode("ADDJOB", "bq", "new", "0")
+                   + c.encode("GETJOB", "NOHANG", "FROM", "bq") + c.encode("PING"))
+            fields, replies = parse_info(c.read()), [c.read() for _ in range(3)]
+            if fields["loading"] == "0":
+                assert replies[0].startswith(b"D-") and replies[2] == b"PONG"
+                break
+            progress.append(fields)
+            assert [str(r) for r in replies] == [LOADING] * 3, replies
+            if not cli_checked and float(fields["loading_loaded_perc"]) < 50:  # seconds of loading left
+                rc, out = redis_cli(node.port, "ADDJOB", "bq", "new", "0")
+                assert out.strip() == LOADING.encode(), out
+                cli_checked = True
+            time.sleep(0.05)
+        assert cli_checked and len(progress) >= 3, progress  # seen loading, more than once
+        loaded = [int(f["loading_loaded_bytes"]) for f in progress]
+        assert loaded == sorted(loaded) and loaded[-1] > loaded[0]  # growing
+        assert all(int(f["loading_total_bytes"]) == total for f in progress)
+        assert all(0 <= float(f["loading_loaded_perc"]) <= 100 for f in progress)
+        assert all(int(f["loading_eta_seconds"]) >= 0 for f in progress)
+        assert any(int(f["loading_rate_bytes_per_sec"]) > 0 and int(f["loading_loaded_records"]) > 0
+                   for f in progress)
+        assert all(abs(int(f["loading_start_time"]) - time.time()) < 60 for f in progress)
+        # Then everything is there, and served.
+        assert not any(k.startswith("loading_") for k in info(c, "persistence"))
+        assert info(c, "jobs")["registered_jobs"] == str(n + 1)  # and the ADDJOB once loaded
+        assert c.call("PING") == b"PONG"
+        assert show(node, ids[-1])[b"state"] == b"active" and show(node, ids[0]) is not None
+        c.close()
+        assert "ready to accept connections" in node.log() and "AOF loaded: %d records" % n in node.log()
+    finally:
+        node.kill()
+
+
+def test_a_big_aof_found_bad_half_way_stops_the_node_with_one_line(tmp_path):
+    workdir = tmp_path / "n"
+    workdir.mkdir()
+    path = str(workdir / "disque.aof")
+    write_big_aof(path, 20_000)
+    data = open(path, "rb").read()
+    cut = data.index(b"*2\r\n$7\r\nLOADJOB", len(data) * 2 // 3)
+    with open(path, "wb") as f:
+        f.write(data[:cut] + b"GARBAGE!\r\n" + data[cut:])
+    port = NodeProcess(workdir).port
+    # Past 0 bytes a file loads in the background: the node listens first.
+    rc, out = run_twistd(["--dir", str(workdir), "--port", str(port), *AOF,
+                          "--persistence", "aof:sync-load-max=0"], tmp_path)
+    assert "loading the AOF; meanwhile clients" in out
+    assert rc == 1 and "disque: cannot load the append only file: unknown record" in out
+    assert "offset %d" % cut in out and "check_aof" in out and "Traceback" not in out

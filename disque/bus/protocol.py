@@ -231,7 +231,9 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
 
 
 class BusServerFactory(Factory):
-    """Accepts peers' connections on the bus port."""
+    """Accepts peers' connections on the bus port; closes them at once
+    while the node loads its AOF (peers see it unreachable until its
+    state is back)."""
 
     noisy = False
 
@@ -239,4 +241,6 @@ class BusServerFactory(Factory):
         self.runtime = runtime
 
     def buildProtocol(self, addr):
+        if self.runtime.loading:
+            return None
         return BusProtocol(self.runtime)

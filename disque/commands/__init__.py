@@ -27,13 +27,14 @@ class Command:
     ``before_auth`` (ours, not shown) lets the command run before AUTH
     when ``requirepass`` is set."""
 
-    __slots__ = ("name", "arity", "flags", "handler", "calls", "usec", "denyoom", "before_auth")
+    __slots__ = ("name", "arity", "flags", "handler", "calls", "usec", "denyoom", "loading", "before_auth")
 
     def __init__(self, name, arity, flags, handler, before_auth=False):
         self.name = name
         self.arity = arity
         self.flags = flags
         self.denyoom = b"denyoom" in flags
+        self.loading = b"loading" in flags  # runs while the AOF loads (dispatch_loading)
         self.before_auth = before_auth
         self.handler = handler
         self.calls = 0
@@ -126,6 +127,27 @@ def dispatch(ctx, client, argv) -> bytes:
         ctx.latency.add(b"fast-command" if b"fast" in cmd.flags else b"command", ctx.node.now // 1000,
                         usec // 1000)
     return result
+
+
+LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
+
+
+def dispatch_loading(ctx, client, argv) -> bytes:
+    """:func:`dispatch` while the node loads its AOF in the background (the
+    runtime swaps it in, so the normal path pays nothing): the commands
+    the original flags ``loading`` run (INFO, COMMAND, AUTH, SHUTDOWN,
+    LATENCY); any other gets ``-LOADING``, after the checks that come
+    first in the original (unknown command, arity, authentication)."""
+    cmd = ctx.commands.get(argv[0].lower())
+    if cmd is None or cmd.loading:
+        return dispatch(ctx, client, argv)
+    arity = cmd.arity
+    n = len(argv)
+    if (arity > 0 and arity != n) or n < -arity:
+        return dispatch(ctx, client, argv)
+    if not client.authenticated and not cmd.before_auth and ctx.config["requirepass"]:
+        return NOAUTH
+    return LOADING
 
 
 def feed_monitors(ctx, client, argv) -> None:

@@ -193,4 +193,20 @@ def render(runtime) -> bytes:
               int(info["aof_rewrite_in_progress"]))
     if "aof_current_size" in info:
         e.one("disque_aof_size_bytes", "gauge", "Size of the append only file.", int(info["aof_current_size"]))
+    # Progress of long work: while it runs (INFO shows its fields then).
+    if "loading" in info:
+        e.one("disque_loading", "gauge", "1 while the AOF loads (clients get -LOADING).", int(info["loading"]))
+    if "loading_loaded_perc" in info:
+        e.one("disque_loading_progress_ratio", "gauge", "Share of the AOF's bytes loaded (while loading).",
+              float(info["loading_loaded_perc"]) / 100)
+        e.one("disque_loading_eta_seconds", "gauge", "Seconds the load still takes at its rate so far.",
+              int(info["loading_eta_seconds"]))
+    if "aof_rewrite_progress_perc" in info:
+        e.one("disque_aof_rewrite_progress_ratio", "gauge", "Share of the jobs the AOF rewrite went through "
+              "(while it runs).", float(info["aof_rewrite_progress_perc"]) / 100)
+        e.one("disque_aof_rewrite_eta_seconds", "gauge", "Seconds the AOF rewrite still takes at its rate so far.",
+              int(info["aof_rewrite_eta_seconds"]))
+    if int(info.get("aof_last_rewrite_time_sec", -1)) >= 0:
+        e.one("disque_aof_last_rewrite_duration_seconds", "gauge", "Duration of the last AOF rewrite.",
+              int(info["aof_last_rewrite_time_sec"]))
     return e.render()

@@ -25,10 +25,12 @@ class AOFPersistenceFactory:
 
     name = "aof"
     description = "Append only file of job creations and deletions (appendonly, appendfsync, ...)."
-    argStringFormat = "rewrite-step=<jobs> (5000): jobs a rewrite writes per reactor turn"
+    argStringFormat = ("rewrite-step=<jobs> (5000): jobs a rewrite writes per reactor turn; "
+                       "sync-load-max=<bytes> (1048576): bigger files load while the node serves -LOADING")
 
     def make(self, argstring, config):
-        options = parse_args(argstring, {"rewrite-step": integer(1, 10_000_000)})
+        options = parse_args(argstring, {"rewrite-step": integer(1, 10_000_000),
+                                         "sync-load-max": integer(0, 1 << 62)})
         from .aof import AOFPersistence
 
         return AOFPersistence(config, **options)

@@ -25,9 +25,16 @@ atomically replaces the old one.  No child process, no long pause.  With
 
 Loading reads the file in chunks, logs progress, repairs a truncated last
 record (``aof-load-truncated yes``) and refuses a file corrupt in the middle
-with the offset and the repair tool to use.
+with the offset and the repair tool to use.  A small file (up to
+``sync-load-max`` bytes, 1 MB: a tenth of a second) is loaded at once when
+the node is built, before it listens; a bigger one is loaded by the service
+in slices of a few milliseconds, one per reactor turn (:meth:`begin_load`),
+while clients get ``-LOADING`` (see :mod:`disque.service`).  ``info()``
+shows the progress of a load and of a rewrite (:func:`progress`: the rate
+since the start and the time left at that rate).
 """
 
+import math
 import os
 import time
 
@@ -42,6 +49,8 @@ from ..resp.codec import ProtocolError, RequestParser
 log = logger("disque.aof")
 
 CHUNK = 1 << 20
+SYNC_LOAD_MAX = 1 << 20  # bytes: bigger files load in the reactor (aof:sync-load-max=...)
+CLOCK_EVERY = 128  # records applied between two looks at the clocks while loading
 REWRITE_STEP = 5000  # jobs written per reactor turn while rewriting (aof:rewrite-step=...)
 REWRITE_FSYNC_BYTES = 32 * 1024 * 1024  # aof-rewrite-incremental-fsync: as the original
 MARKER = b"*1\r\n$18\r\nCONTROLLED-RESTART\r\n"
@@ -107,6 +116,24 @@ def read_records(path, on_progress=None):
     yield None, offset
 
 
+def progress(done, total, elapsed):
+    """``(percent, rate, eta)`` of work of ``total`` units (bytes, jobs)
+    with ``done`` done after ``elapsed`` seconds: the percentage (float,
+    at most 100), the average rate since the start (units a second) and the
+    whole seconds left at that rate, rounded up (0 only once done): 1 (a
+    made-up figure, as Redis' ``loading_eta_seconds``) until some work and
+    some time have gone by."""
+    perc = min(100.0 * done / total, 100.0) if total > 0 else 100.0
+    rate = done / elapsed if elapsed > 0 else 0.0
+    if done >= total:
+        eta = 0
+    elif rate > 0:
+        eta = int(math.ceil((total - done) / rate))
+    else:
+        eta = 1
+    return perc, rate, eta
+
+
 def apply_record(node, argv):
     """Apply one record to ``node`` (None: check only); return a problem
     description or None."""
@@ -130,12 +157,15 @@ def apply_record(node, argv):
 
 @implementer(IPersistence)
 class AOFPersistence:
-    """The ``aof`` strategy: one append only file in ``dir``."""
+    """The ``aof`` strategy: one append only file in ``dir``.  ``clock``
+    (tests): the wall clock progress is measured with (seconds)."""
 
-    def __init__(self, config, reactor=None, rewrite_step=REWRITE_STEP):
+    def __init__(self, config, reactor=None, rewrite_step=REWRITE_STEP, sync_load_max=SYNC_LOAD_MAX, clock=None):
         self.config = config
         self.reactor = reactor
         self.rewrite_step = rewrite_step
+        self.sync_load_max = sync_load_max
+        self.clock = clock or (lambda: time.time())
         self.path = os.path.join(config["dir"], config["appendfilename"])
         self.fd = None
         self.buf = []
@@ -149,57 +179,52 @@ class AOFPersistence:
         self.last_rewrite_status = "ok"
         self.last_write_status = "ok"
         self.last_rewrite_pause_ms = 0
-        self.loading = False
+        self.loading = None  # a Load while in progress
 
     # -- loading -------------------------------------------------------------
 
     def load(self, node):
-        """Load the file into ``node``; returns the number of records
-        applied.  Loads only when AOF is on, or for a controlled restart.
-        An unusable file raises AOFError (a LoadError) saying which file,
-        what is wrong and how to repair it."""
-        try:
-            return self._load(node)
-        except AOFError as e:
-            text = str(e)
-            if "check_aof" not in text:
-                text += "; inspect or repair it with: python -m disque.tools.check_aof [--fix] %s" % self.path
-            raise AOFError("cannot load the append only file: %s" % text, e.offset) from None
+        """Load the file into ``node`` at once; returns the number of
+        records applied.  Loads only when AOF is on, or for a controlled
+        restart.  An unusable file raises AOFError (a LoadError) saying
+        which file, what is wrong and how to repair it."""
+        loading = self._start_load(node)
+        if loading is None:
+            return 0
+        loading.step(float("inf"))
+        return loading.records
 
-    def _load(self, node):
+    def begin_load(self, node):
+        """Load a file of at most ``sync_load_max`` bytes at once and return
+        None; return the ``step`` of the :class:`Load` of a bigger one (see
+        IPersistence.begin_load)."""
+        loading = self._start_load(node)
+        if loading is None:
+            return None
+        if loading.total <= self.sync_load_max:
+            loading.step(float("inf"))
+            return None
+        log.info("Loading the AOF in the background: {size} bytes", size=loading.total)
+        return loading.step
+
+    def _start_load(self, node):
+        """A Load of the file into ``node``, or None when there is nothing
+        to load (no file, or AOF off and no controlled restart)."""
         if not os.path.exists(self.path):
             if self.enabled:
                 self._open()
-            return 0
+            return None
         with open(self.path, "rb") as f:
             controlled = f.read(len(MARKER)) == MARKER
         if not (self.enabled or controlled or self.config["aof-enqueue-jobs-once"]):
-            return 0
-        enqueue = controlled or self.config["aof-enqueue-jobs-once"]
-        total = os.path.getsize(self.path)
-        started = last_log = time.time()
-        applied = 0
-        self.loading = True
-        good = 0
-        progress = [0]
-        try:
-            for argv, end in read_records(self.path, lambda offset: progress.__setitem__(0, offset)):
-                if argv is None:
-                    good = end
-                    break
-                problem = apply_record(node, argv)
-                if problem:
-                    raise AOFError("%s after offset %d" % (problem, end - _encoded_len(argv)),
-                                   end - _encoded_len(argv))
-                applied += 1
-                now = time.time()
-                if now - last_log >= 1.0:
-                    last_log = now
-                    log.info("Loading the AOF: {n} records ({rate:.0f}/s), {pct:.0f}% of {size} bytes",
-                             n=applied, rate=applied / (now - started), pct=100.0 * progress[0] / total,
-                             size=total)
-        finally:
-            self.loading = False
+            return None
+        return Load(self, node, controlled)
+
+    def _loaded(self, loading, good):
+        """The records are applied (``good``: where the last whole one
+        ends): the end of a load, as the original does it."""
+        node = loading.node
+        total = loading.total
         if good < total:
             if not self.config["aof-load-truncated"]:
                 raise AOFError("the last record is truncated (%d of %d bytes are whole records); "
@@ -207,10 +232,10 @@ class AOFPersistence:
             log.warn("The AOF ends with a truncated record: dropping its last {n} bytes", n=total - good)
             with open(self.path, "r+b") as f:
                 f.truncate(good)
-        queued = node.jobs.finish_load(enqueue)
-        elapsed = time.time() - started
+        controlled = loading.controlled
+        queued = node.jobs.finish_load(controlled or self.config["aof-enqueue-jobs-once"])
         log.info("AOF loaded: {n} records, {jobs} jobs ({queued} queued) in {t:.2f}s",
-                 n=applied, jobs=len(node.jobs), queued=queued, t=elapsed)
+                 n=loading.records, jobs=len(node.jobs), queued=queued, t=self.clock() - loading.started)
         if self.config["aof-enqueue-jobs-once"]:
             self.config.set(b"aof-enqueue-jobs-once", b"no")  # once
         if controlled and not self.enabled:
@@ -219,7 +244,14 @@ class AOFPersistence:
             self._open()
             if controlled:
                 self.rewrite(node)  # drop the marker: the next start is a plain one
-        return applied
+
+    def _load_error(self, e):
+        """The AOFError to raise for ``e``: says which file and how to
+        repair it."""
+        text = str(e)
+        if "check_aof" not in text:
+            text += "; inspect or repair it with: python -m disque.tools.check_aof [--fix] %s" % self.path
+        return AOFError("cannot load the append only file: %s" % text, e.offset)
 
     # -- writing -------------------------------------------------------------
 
@@ -316,20 +348,28 @@ class AOFPersistence:
             self.close()
 
     def info(self):
-        return [
-            ("loading", int(self.loading)), ("aof_enabled", int(self.enabled)),
+        fields = [
+            ("loading", int(self.loading is not None)), ("aof_enabled", int(self.enabled)),
             ("aof_state", "on" if self.enabled and self.fd is not None else "off"),
             ("aof_rewrite_in_progress", int(self.rewriting is not None)), ("aof_rewrite_scheduled", 0),
             ("aof_last_rewrite_time_sec", self.last_rewrite_time),
             ("aof_current_rewrite_time_sec", int(self.rewriting.elapsed()) if self.rewriting else -1),
             ("aof_last_bgrewrite_status", self.last_rewrite_status),
             ("aof_last_write_status", self.last_write_status),
-        ] + ([  # as the original: the size fields only while AOF is on
-            ("aof_current_size", self.size), ("aof_base_size", self.base_size),
-            ("aof_last_rewrite_max_pause_ms", self.last_rewrite_pause_ms),
-        ] if self.enabled else [])
+        ]
+        if self.enabled:  # as the original: the size fields only while AOF is on
+            fields += [("aof_current_size", self.size), ("aof_base_size", self.base_size),
+                       ("aof_last_rewrite_max_pause_ms", self.last_rewrite_pause_ms)]
+        # Work in progress, at the end as the original's loading_* fields.
+        if self.rewriting is not None:
+            fields += self.rewriting.progress_fields()
+        if self.loading is not None:
+            fields += self.loading.progress_fields()
+        return fields
 
     def close(self):
+        if self.loading is not None:  # stopped while loading: the file stays as it is
+            self.loading.abandon()
         self.flush()
         if self.fd is not None:
             try:
@@ -353,22 +393,35 @@ class Rewrite:
             self.f.write(MARKER)
         self.buckets = node.jobs.table._buckets
         self.index = 0
-        self.started = time.time()
+        self.total = len(node.jobs)  # jobs to go through, as at the start
+        self.visited = 0  # jobs gone through: written, or skipped (acked, waiting for copies)
+        self.written = 0  # LOADJOB records written
+        self.started = aof.clock()
         self.max_step_ms = 0
         self.unsynced = 0  # bytes written since the last incremental fsync
 
     def elapsed(self):
-        return time.time() - self.started
+        return self.aof.clock() - self.started
+
+    def progress_fields(self):
+        """INFO's fields for this rewrite (while it is in progress)."""
+        perc, rate, eta = progress(self.visited, self.total, self.elapsed())
+        return [("aof_rewrite_jobs_written", self.written), ("aof_rewrite_jobs_total", self.total),
+                ("aof_rewrite_progress_perc", perc), ("aof_rewrite_rate_jobs_per_sec", int(rate)),
+                ("aof_rewrite_eta_seconds", eta)]
 
     def _write_some(self, budget):
         out = []
         buckets = self.buckets
         while self.index < len(buckets) and budget > 0:
-            for job in list(buckets[self.index].values()):
+            jobs = list(buckets[self.index].values())
+            self.visited += len(jobs)
+            for job in jobs:
                 if job.state != ACKED and job.state != WAIT_REPL:
                     out.append(encode(b"LOADJOB", serialize(job)))
                     budget -= 1
             self.index += 1
+        self.written += len(out)
         if out:
             data = b"".join(out)
             self.f.write(data)
@@ -426,3 +479,88 @@ class Rewrite:
         except OSError:
             pass
         self.aof._rewrite_done(self, False)
+
+
+class Load:
+    """One load of the AOF into a node: records applied by :meth:`step`,
+    all at once or a slice at a time, then the end of the load
+    (``AOFPersistence._loaded``).  Progress is measured in bytes of whole
+    records applied (exact: records are written canonically)."""
+
+    def __init__(self, aof, node, controlled):
+        self.aof = aof
+        self.node = node
+        self.controlled = controlled
+        self.total = os.path.getsize(aof.path)
+        self.started = self.last_log = aof.clock()
+        self.loaded = 0  # bytes of the records applied
+        self.records = 0  # records applied
+        self._records = read_records(aof.path)
+        aof.loading = self
+
+    def step(self, seconds):
+        """Apply records for about ``seconds`` (``inf``: all of them); True
+        once the load is complete.  Raises AOFError (the message
+        AOFPersistence.load gives) for an unusable file; the load is over
+        then too."""
+        try:
+            return self._step(seconds)
+        except AOFError as e:
+            self.abandon()
+            raise self.aof._load_error(e) from None
+        except BaseException:
+            self.abandon()
+            raise
+
+    def _step(self, seconds):
+        clock = self.aof.clock
+        deadline = time.perf_counter() + seconds
+        node = self.node
+        applied = self.records
+        countdown = CLOCK_EVERY
+        end = self.loaded
+        for argv, end in self._records:
+            if argv is None:  # end: where the last whole record ends
+                self.records, self.loaded = applied, end
+                self._records = None
+                self.aof._loaded(self, end)
+                self.aof.loading = None
+                return True
+            problem = apply_record(node, argv)
+            if problem:
+                offset = end - _encoded_len(argv)
+                raise AOFError("%s after offset %d" % (problem, offset), offset)
+            applied += 1
+            countdown -= 1
+            if not countdown:
+                countdown = CLOCK_EVERY
+                self.records, self.loaded = applied, end
+                now = clock()
+                if now - self.last_log >= 1.0:
+                    self.last_log = now
+                    perc, rate, eta = progress(end, self.total, now - self.started)
+                    log.info("Loading the AOF: {n} records ({rate:.0f}/s), {pct:.0f}% of {size} bytes, "
+                             "{eta} s left", n=applied, rate=applied / (now - self.started), pct=perc,
+                             size=self.total, eta=eta)
+                if time.perf_counter() >= deadline:
+                    return False
+        raise AOFError("the file ended unexpectedly")  # (read_records always ends with its None)
+
+    def abandon(self):
+        """Stop here (an error, or the node stops while loading)."""
+        if self._records is not None:
+            self._records.close()  # closes the file
+            self._records = None
+        if self.aof.loading is self:
+            self.aof.loading = None
+
+    def progress_fields(self):
+        """INFO's fields for this load: Redis' ``loading_*`` fields, then
+        the records and the rates."""
+        elapsed = self.aof.clock() - self.started
+        perc, rate, eta = progress(self.loaded, self.total, elapsed)
+        return [("loading_start_time", int(self.started)), ("loading_total_bytes", self.total),
+                ("loading_loaded_bytes", self.loaded), ("loading_loaded_perc", perc),
+                ("loading_eta_seconds", eta), ("loading_loaded_records", self.records),
+                ("loading_rate_bytes_per_sec", int(rate)),
+                ("loading_rate_records_per_sec", int(self.records / elapsed) if elapsed > 0 else 0)]

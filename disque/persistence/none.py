@@ -19,6 +19,9 @@ class NoPersistence:
     def load(self, node):
         return 0
 
+    def begin_load(self, node):
+        return None
+
     def append(self, record):
         pass
 
