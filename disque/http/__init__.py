@@ -13,10 +13,11 @@ from ..plugins import parse_args
 
 @implementer(IHTTPFrontendFactory)
 class DefaultFrontendFactory:
-    """``default``: Prometheus metrics at ``/metrics``."""
+    """``default``: the dashboard at ``/``, the JSON API under ``/api``,
+    Prometheus metrics at ``/metrics``."""
 
     name = "default"
-    description = "Prometheus metrics at /metrics."
+    description = "The dashboard at /, the JSON API under /api/, Prometheus metrics at /metrics."
     argStringFormat = "No arguments."
 
     def make(self, argstring, config):

@@ -11,6 +11,7 @@ from zope.interface import implementer
 from ..interfaces import IHTTPFrontend
 from . import metrics
 from .api import Api
+from .dashboard import DashboardRoot
 from .rates import INTERVAL, Rates
 
 
@@ -28,16 +29,10 @@ class MetricsResource(resource.Resource):
         return metrics.render(self.runtime)
 
 
-class Root(resource.Resource):
-    def render_GET(self, request):
-        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-        return b"disque: /metrics\n"
-
-
 @implementer(IHTTPFrontend)
 class DefaultFrontend:
     def resource(self, service):
-        root = Root()
+        root = DashboardRoot()  # the dashboard's page at /, its files under /static/
         root.putChild(b"metrics", MetricsResource(service.runtime))
         root.putChild(b"api", Api(service.runtime, sampled_rates(service)))
         return root
