@@ -153,6 +153,16 @@ def test_actions_need_requirepass_and_the_header(make):
     assert node.runtime.node.queues.get(b"q") is None
 
 
+def test_actions_wait_for_the_aof_to_load(make):
+    node = make(**{"http-port": "8080", "requirepass": "s3cret"})
+    node.runtime.start_loading()
+    assert post(node, b"/api/queues/q/pause", {"state": "all"}) == (
+        503, {"error": "-LOADING Disque is loading the dataset in memory"})
+    assert get(node, b"/api/node", PASSWORD)[0] == 200  # reads go on, with the progress
+    node.runtime.finish_loading()
+    assert post(node, b"/api/queues/q/pause", {"state": "all"})[0] == 200
+
+
 def test_pause_requeue_delete(make):
     node = make(**{"http-port": "8080", "requirepass": "s3cret"})
     c = node.connect()

@@ -16,7 +16,8 @@ Actions (POST, with the header ``X-Disque-Action: 1``)::
     /api/jobs/<id>/requeue     ENQUEUE
     /api/jobs/<id>/delete      ACKJOB: gone from every node holding a copy
 
-Actions need ``requirepass``: without it they are refused (403), since
+While the AOF loads, actions answer 503 ``-LOADING`` (reads show what is
+loaded so far, and the progress).  Actions need ``requirepass``: without it they are refused (403), since
 anyone who reaches the port could run them; with it the site already asked
 for the password.  The header is a guard against cross-site requests: a
 page of another origin cannot send it without the browser asking this
@@ -166,6 +167,8 @@ class Api(resource.Resource):
             raise ApiError(403, "-ERR actions need the header X-Disque-Action: 1")
         if not runtime.config["requirepass"]:
             raise ApiError(403, "-ERR HTTP actions need requirepass: set a password to enable them")
+        if runtime.loading:  # the jobs are not all back yet: as clients get -LOADING
+            raise ApiError(503, "-LOADING Disque is loading the dataset in memory")
         if len(path) != 3 or path[0] not in (b"queues", b"jobs"):
             raise ApiError(404, "-ERR no such action")
         try:
