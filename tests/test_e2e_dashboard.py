@@ -132,7 +132,7 @@ def test_password_required_then_pause_and_queue_view(tmp_path, sessions, capsys)
 
         browser.click(row("orders") + ' button[data-state="out"]')
         browser.wait("return document.querySelector(arguments[0]).dataset.paused === 'out'", row("orders"))
-        assert browser.text(row("orders") + " .pill") == "out"
+        assert browser.text(row("orders") + " td.pstate") == "out"
         assert qstat(c, "orders")["pause"] == b"out"
         saved(capsys, browser, "dashboard-paused.png")
         browser.click(row("orders") + ' button[data-state="none"]')

@@ -30,7 +30,7 @@
 
   var state = {
     node: null,
-    actions: false,
+    actions: null,
     view: "overview",
     queue: null,
     queues: [],
@@ -120,7 +120,8 @@
     if (ms < 1) return ms.toFixed(2) + " ms";
     if (ms < 100) return ms.toFixed(1) + " ms";
     if (ms < 1000) return Math.round(ms) + " ms";
-    return (ms / 1000).toFixed(2) + " s";
+    if (ms < 10000) return (ms / 1000).toFixed(2) + " s";
+    return dur(ms / 1000);
   }
 
   function clock(ms) {
@@ -480,10 +481,10 @@
   }
 
   function refreshActions() {
-    var notice = state.actions ? "" : NO_ACTIONS;
+    var off = state.actions === false;  // null: not known before the first answer
     [$("actions-notice"), $("q-actions-notice")].forEach(function (p) {
-      setText(p, notice);
-      p.hidden = state.actions;
+      setText(p, off ? NO_ACTIONS : "");
+      p.hidden = !off;
     });
     document.querySelectorAll(".seg").forEach(function (seg) {
       updatePauseControl(seg, seg.dataset.current || "none");
@@ -533,9 +534,10 @@
     tr.dataset.queue = q.name;
     QCOLS.forEach(function (c) {
       if (c.key === "name") {
-        tr.appendChild(el("td", null, el("a", { cls: "qlink", text: q.name, title: q.name, attrs: { href: "#/queue/" + enc(q.name) } })));
+        tr.appendChild(el("td", null, el("a", { cls: "qlink", text: q.name, title: q.name, attrs: { href: "#/queue/" + enc(q.name) } }),
+          el("span", { cls: "pill warn by-name" })));
       } else if (c.key === "paused") {
-        tr.appendChild(el("td", null, pill("", "")));
+        tr.appendChild(el("td", { cls: "pstate" }, pill("", "")));
       } else if (!c.key) {
         tr.appendChild(el("td", null, pauseControl(function () { return q.name; })));
       } else {
@@ -556,6 +558,7 @@
     });
     var paused = q.paused && q.paused !== "none";
     setPill(td[QCOLS.length - 2].firstChild, paused ? "warn" : "", paused ? q.paused : "");
+    setText(td[0].lastChild, paused ? q.paused : "");
     updatePauseControl(td[QCOLS.length - 1].firstChild, q.paused || "none");
     tr.dataset.paused = q.paused || "none";
     setClass(tr, paused ? "paused" : "");
@@ -567,12 +570,11 @@
     return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#888";
   }
 
-  function niceCeil(v) {
-    if (v <= 0) return 1;
+  function niceStep(v) {  // the smallest of 1, 2, 2.5, 5 times a power of ten at least v
     var p = Math.pow(10, Math.floor(Math.log10(v)));
     var steps = [1, 2, 2.5, 5, 10];
     for (var i = 0; i < steps.length; i++) {
-      if (v <= steps[i] * p) return steps[i] * p;
+      if (v <= steps[i] * p * (1 + 1e-9)) return steps[i] * p;
     }
     return 10 * p;
   }
@@ -640,7 +642,11 @@
       self.series.forEach(function (se) { max = Math.max(max, s[se.key] || 0); });
     });
     canvas.dataset.max = String(max);  // the peak shown (the browser tests read it)
-    var ymax = niceCeil(Math.max(max * 1.05, this.opts.minMax || 1));
+    // At most 4 grid steps of a round size: 0, 10, 20, 30 for a peak of 22.
+    var top = Math.max(max * 1.05, this.opts.minMax || 4);
+    var step = niceStep(top / 4);
+    var ticks = Math.max(1, Math.ceil(top / step - 1e-9));
+    var ymax = ticks * step;
     var muted = cssVar("--muted");
     var grid = cssVar("--grid");
     ctx.font = "11px system-ui, sans-serif";
@@ -648,12 +654,12 @@
     // horizontal grid with the y labels
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
-    for (var i = 0; i <= 4; i++) {
-      var y = g.top + ph - ph * i / 4;
+    for (var i = 0; i <= ticks; i++) {
+      var y = g.top + ph - ph * i / ticks;
       ctx.strokeStyle = grid;
       ctx.beginPath(); ctx.moveTo(g.left, Math.round(y) + 0.5); ctx.lineTo(g.left + pw, Math.round(y) + 0.5); ctx.stroke();
       ctx.fillStyle = muted;
-      ctx.fillText(compact(ymax * i / 4), g.left - 6, y);
+      ctx.fillText(compact(step * i), g.left - 6, y);
     }
     // one tick a minute, labelled from the newest sample
     ctx.textAlign = "center";
@@ -946,7 +952,7 @@
     ], { format: function (v) { return rate(v) + "/s"; } });
     charts.queued = new Chart($("chart-queued"), $("legend-queued"), [
       { key: "queued", label: "queued", color: "--queued" }
-    ], { fill: true, minMax: 5, format: num });
+    ], { fill: true, minMax: 4, format: num });
     refreshActions();
 
     var filterTimer = null;
