@@ -271,6 +271,26 @@ def test_live_updates_without_reload(tmp_path, sessions):
         assert browser.js(names) == ["other", "live"]
         browser.type("#queue-filter", "oth")
         browser.wait(names + ".join() === 'other'", what="the filter")
+
+        # Loading and AOF-rewrite progress, as /api/node gives them while they
+        # last (added here to the node's real answers: a load is over too
+        # soon to be caught).
+        browser.js("""
+            const real = window.fetch;
+            window.fetch = (url, opts) => real(url, opts).then(r => {
+              if (!String(url).endsWith('/api/node')) return r;
+              return r.json().then(j => {
+                Object.assign(j.persistence, {loading: 1, loading_loaded_perc: 42.5, loading_eta_seconds: 7,
+                  aof_rewrite_in_progress: 1, aof_rewrite_progress_perc: 80, aof_rewrite_eta_seconds: 2});
+                return new Response(JSON.stringify(j), {status: 200, headers: {'Content-Type': 'application/json'}});
+              });
+            });""")
+        bars = "return Array.from(document.querySelectorAll('#c-progress .progress')).map(p => p.textContent)"
+        browser.wait(bars + ".length === 2", what="two progress bars")
+        assert browser.js(bars) == ["Loading the AOF42.5% · 7s left", "Rewriting the AOF80.0% · 2s left"]
+        assert browser.js("return document.querySelector('#c-progress [role=progressbar]')"
+                          ".getAttribute('aria-valuenow')") == "43"
+        assert browser.text("#c-aof") == "Loading"
         c.close()
     finally:
         node.stop()
