@@ -10,8 +10,10 @@ with plain HTTP and JSON (urllib): no selenium, nothing to install.
 Every process started here is stopped by :meth:`ChromeDriver.stop`: the
 sessions are deleted (chromedriver closes its browser), then chromedriver
 is terminated, then any browser process still running with one of our
-profile directories on its command line is killed by its PID.
-chromedriver also gets PR_SET_PDEATHSIG, so it dies with the test process.
+profile directories on its command line is killed by its PID (its helper
+processes follow it).  chromedriver also gets PR_SET_PDEATHSIG, so it dies
+with the test process; a browser outlives a test process killed with
+SIGKILL, as nothing of the test runs then to stop it.
 """
 
 import base64
