@@ -15,7 +15,7 @@ import random
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from disque.core.job import QUEUED, STATE_NAMES
+from disque.core.job import QUEUED, STATE_NAMES, JobOptions
 from disque.core.errors import CommandError
 from disque.core.node import NodeState
 
@@ -37,10 +37,12 @@ class NodeMachine(RuleBasedStateMachine):
             assert job.id not in self.acked, "acked job delivered again"
 
     @rule(queue=st.sampled_from(QUEUES), delay=st.sampled_from([0, 0, 1, 3]),
-          retry=st.sampled_from([-1, 0, 1, 2, 5]), ttl=st.sampled_from([2, 5, 30, 3600]))
-    def addjob(self, queue, delay, retry, ttl):
+          retry=st.sampled_from([-1, 0, 1, 2, 5]), ttl=st.sampled_from([2, 5, 30, 3600]),
+          priority=st.sampled_from([None, None, 1, 5, 9]))
+    def addjob(self, queue, delay, retry, ttl, priority):
+        opts = None if priority is None else JobOptions(priority)
         try:
-            job = self.node.addjob.add(queue, b"x", 1, delay, retry, ttl, 0, False)
+            job = self.node.addjob.add(queue, b"x", 1, delay, retry, ttl, 0, False, None, opts)
         except CommandError:
             assert delay >= ttl
             return
@@ -103,8 +105,8 @@ class NodeMachine(RuleBasedStateMachine):
             queued += job.state == QUEUED
         total = 0
         for q in node.queues.values():
-            ctimes = [j.ctime for j in q.jobs]
-            assert ctimes == sorted(ctimes)
+            order = [(-j.priority, j.ctime) for j in q.jobs]  # priority first (docs/extensions.md)
+            assert order == sorted(order)
             for job in q.jobs:
                 assert node.jobs.get(job.id) is job and job.queue == q.name
             total += len(q.jobs)
@@ -128,7 +130,7 @@ class NodeMachine(RuleBasedStateMachine):
     def shared_extra_keeps_its_defaults(self):
         for job in self.node.jobs.values():
             if job.extra.shared:
-                key = (job.queue, job.repl, job.retry)
+                key = (job.queue, job.repl, job.retry, job.opts)
                 assert job.extra.at_defaults() and job.extra is self.node.queues._job_defaults.get(key)
 
     @invariant()

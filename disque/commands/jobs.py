@@ -2,7 +2,8 @@
 ENQUEUE, DEQUEUE, LOADJOB, JSCAN.  Parsing and reply shaping only; the state
 changes live in :mod:`disque.core.node`."""
 
-from ..core.job import DEFAULT_TTL, MAX_JOB_SECONDS, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
+from ..core.job import (DEFAULT_TTL, MAX_JOB_SECONDS, PRIORITY_MAX, PRIORITY_MIN, STATE_BY_NAME, STATE_NAMES,
+                        WAIT_REPL, JobOptions)
 from ..core.dedup import MAX_KEY_LEN
 from ..core.errors import CommandError
 from ..resp import reply
@@ -37,6 +38,7 @@ E_RETRY = CommandError(b"ERR", b"RETRY time must be a non negative number")
 E_DELAY = CommandError(b"ERR", b"DELAY time must be a non negative number")
 E_MAXLEN = CommandError(b"ERR", b"MAXLEN must be a positive number")
 E_DEDUP = CommandError(b"ERR", b"DEDUP key must be between 1 and %d bytes" % MAX_KEY_LEN)
+E_PRIORITY = CommandError(b"ERR", b"PRIORITY must be between %d and %d" % (PRIORITY_MIN, PRIORITY_MAX))
 E_TOO_LONG = CommandError(b"ERR", b"TTL, DELAY and RETRY must be at most %d seconds" % MAX_JOB_SECONDS)
 
 
@@ -51,6 +53,7 @@ def addjob(ctx, client, argv):
     maxlen = 0
     async_ = False
     dedup = None
+    opts = None
     i = 4
     argc = len(argv)
     while i < argc:
@@ -83,6 +86,12 @@ def addjob(ctx, client, argv):
             i += 1
         elif opt == b"async":
             async_ = True
+        elif opt == b"priority" and not last:
+            priority = _opt(argv, i, E_PRIORITY)
+            if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+                raise E_PRIORITY
+            opts = JobOptions(priority)
+            i += 1
         elif opt == b"dedup" and not last:
             dedup = argv[i + 1]
             if not 0 < len(dedup) <= MAX_KEY_LEN:
@@ -100,7 +109,7 @@ def addjob(ctx, client, argv):
         if type(job) is bytes:  # the ID of a job gone within the window
             return b"+" + job + b"\r\n"
     if job is None:
-        job = node.addjob.add(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_, dedup)
+        job = node.addjob.add(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_, dedup, opts)
     if job.state == WAIT_REPL:  # new, or a repeat of one still replicating: its outcome
         slot = ReplySlot(client.conn)
         node.addjob.await_replication(job, slot, timeout, b"+" + job.id + b"\r\n", NOREPL_TIMEOUT)
@@ -132,6 +141,9 @@ def job_fields(node, job) -> list:
     ]
     if job.dedup is not None:
         fields.append((b"dedup", job.dedup))
+    opts = job.opts
+    if opts is not None:  # the extensions' fields (docs/extensions.md): only on jobs that use them
+        fields.append((b"priority", opts.priority))
     return fields
 
 

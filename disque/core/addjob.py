@@ -99,12 +99,13 @@ class AddJob:
     # -- ADDJOB ------------------------------------------------------------------
 
     def add(self, queue: bytes, body: bytes, repl: int, delay: int, retry: int,
-            ttl: int, maxlen: int, async_: bool, dedup=None):
+            ttl: int, maxlen: int, async_: bool, dedup=None, opts=None):
         """Create a job from ADDJOB; return it, or raise CommandError.
 
         ``retry`` is -1 when not given.  ``dedup`` is the job's DEDUP key;
         the caller asked :meth:`find_dedup` first (a key already indexed
-        stays with its job).  With copies to make, the caller then waits
+        stays with its job).  ``opts`` are the job's JobOptions (the
+        extensions of docs/extensions.md), None for none.  With copies to make, the caller then waits
         with :meth:`await_replication` (unless ``async_``).
         """
         if repl > 1 and retry == 0:
@@ -131,10 +132,10 @@ class AddJob:
             if q.flags & PAUSED_IN:
                 raise CommandError(b"PAUSED", b"Queue paused in input, try later")
             defaults = q.job_defaults
-            if defaults is None or defaults.repl != repl or defaults.retry != retry:
-                defaults = self._queues.job_defaults(queue, repl, retry)
+            if defaults is None or defaults.repl != repl or defaults.retry != retry or defaults.opts != opts:
+                defaults = self._queues.job_defaults(queue, repl, retry, opts)
         else:
-            defaults = self._queues.job_defaults(queue, repl, retry)
+            defaults = self._queues.job_defaults(queue, repl, retry, opts)
         queue = defaults.queue  # one bytes object per queue name
         now = node.now
         ctime = now * 1_000_000

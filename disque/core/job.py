@@ -23,6 +23,7 @@ created in the same millisecond on one node still sort in creation order.
 ``qtime == 0`` means "never queue again" (at-most-once jobs once queued).
 """
 
+from collections import namedtuple
 from operator import attrgetter
 
 WAIT_REPL = 0
@@ -53,22 +54,35 @@ DEFAULT_RETRY_MAX = 300  # s, cap of the default RETRY (TTL/10)
 DEFAULT_TTL = 86400  # s
 
 
+#: PRIORITY (ADDJOB's extension, docs/extensions.md): higher first.
+PRIORITY_MIN = 1
+PRIORITY_MAX = 9
+PRIORITY_DEFAULT = 5
+
+JobOptions = namedtuple("JobOptions", "priority")
+JobOptions.__doc__ = """What ADDJOB's extensions (docs/extensions.md) fixed for a job; like
+REPLICATE and RETRY it never changes.  Jobs that use no extension have
+none (``JobExtra.opts is None``) and behave as the original's, byte for
+byte.  Immutable and hashable: jobs with equal options share a JobExtra."""
+
+
 class JobExtra:
     """A job's queue name, its REPLICATE and RETRY (fixed at ADDJOB and the
     same for most jobs of a queue), and the fields most jobs leave at their
     defaults (see the module docstring).
 
     Invariant: a ``shared`` record holds the defaults, for every job of its
-    queue, REPLICATE and RETRY that kept them (one per such triple while
+    queue, REPLICATE, RETRY and options that kept them (one per such key while
     jobs use it, see :meth:`disque.core.queues.Queues.job_defaults`); it is
     never written: a job's first write of anything but a default gives it
     a copy of its own."""
 
-    __slots__ = ("queue", "repl", "retry", "delay", "nacks", "deliv", "gc_retry", "confirmed", "dedup", "shared",
-                 "__weakref__")
+    __slots__ = ("queue", "repl", "retry", "opts", "delay", "nacks", "deliv", "gc_retry", "confirmed", "dedup",
+                 "shared", "__weakref__")
 
-    def __init__(self, queue, repl, retry, shared=False):
+    def __init__(self, queue, repl, retry, shared=False, opts=None):
         self.queue = queue  # the queue name (bytes)
+        self.opts = opts  # JobOptions, or None: fixed at ADDJOB like repl and retry
         self.repl = repl  # REPLICATE: copies wanted
         self.retry = retry  # RETRY, seconds (0: at most once)
         self.delay = 0  # DELAY, seconds (only for the record: it has passed once queued)
@@ -81,14 +95,14 @@ class JobExtra:
 
     def copy(self):
         """A record of one's own with the same values (not shared)."""
-        new = JobExtra(self.queue, self.repl, self.retry)
+        new = JobExtra(self.queue, self.repl, self.retry, opts=self.opts)
         new.delay, new.nacks, new.deliv = self.delay, self.nacks, self.deliv
         new.gc_retry, new.confirmed, new.dedup = self.gc_retry, self.confirmed, self.dedup
         return new
 
     def at_defaults(self) -> bool:
-        """True when every field but ``queue``, ``repl`` and ``retry`` holds
-        its default."""
+        """True when every field but ``queue``, ``repl``, ``retry`` and
+        ``opts`` holds its default."""
         return not (self.delay or self.nacks or self.deliv or self.gc_retry) \
             and self.confirmed is None and self.dedup is None
 
@@ -144,12 +158,18 @@ class Job:
     queue = property(attrgetter("extra.queue"), doc="The queue name (JobExtra.queue; never changes).")
     repl = property(attrgetter("extra.repl"), doc="REPLICATE (JobExtra.repl; never changes).")
     retry = property(attrgetter("extra.retry"), doc="RETRY in seconds (JobExtra.retry; never changes).")
+    opts = property(attrgetter("extra.opts"), doc="JobOptions or None (JobExtra.opts; never changes).")
     delay = _extra_field("delay", 0)
     nacks = _extra_field("nacks", 0)
     deliv = _extra_field("deliv", 0)
     gc_retry = _extra_field("gc_retry", 0)
     confirmed = _extra_field("confirmed", None)
     dedup = _extra_field("dedup", None)
+
+    @property
+    def priority(self) -> int:
+        opts = self.extra.opts
+        return PRIORITY_DEFAULT if opts is None else opts.priority
 
     def created_ms(self) -> int:
         return self.ctime // 1_000_000
@@ -186,9 +206,13 @@ DEFAULT_TTL_RETRY = default_retry(DEFAULT_TTL)  # the common case, precomputed
 #   qtime:i64  nacks:i64  deliv:i64  id:40  queue:u32+bytes  body:u32+bytes
 #   delivered: u16 count + 40 bytes each
 #   version 2 only (a job with a DEDUP key): key: u16+bytes
+#   version 3 only (a job with JobOptions): key: u16+bytes (empty: none),
+#   priority:u8
 #
 # Jobs without a key are written as version 1, byte for byte as before the
-# key existed, so files of either kind load in both directions but for keys.
+# key existed, so files of either kind load in both directions but for keys;
+# only jobs that use an extension (docs/extensions.md) are written as
+# version 3, which an older node refuses to load.
 # Absolute times in ms of the writing node's clock.  ``state`` matters only
 # for a controlled restart (queued jobs are queued again); otherwise loaded
 # jobs come back active and wait for their requeue time.
@@ -197,6 +221,7 @@ import struct as _struct
 
 _STORE_VERSION = 1
 _STORE_VERSION_DEDUP = 2
+_STORE_VERSION_OPTS = 3
 _STORE_HEAD = _struct.Struct(">BBHqqqqqqq40s")
 
 
@@ -208,13 +233,19 @@ def serialize(job) -> bytes:
     queue = job.queue or b""
     body = job.body or b""
     key = job.dedup
+    opts = job.opts
     version = _STORE_VERSION if key is None else _STORE_VERSION_DEDUP
+    if opts is not None:
+        version = _STORE_VERSION_OPTS
     head = _STORE_HEAD.pack(version, job.state, job.repl, job.ctime, job.etime, job.delay, job.retry,
                             job.qtime, job.nacks, job.deliv, job.id)
     parts = [head, _struct.pack(">I", len(queue)), queue, _struct.pack(">I", len(body)), body,
              _struct.pack(">H", len(job.delivered)), *job.delivered]
-    if key is not None:
+    if version == _STORE_VERSION_DEDUP:
         parts += (_struct.pack(">H", len(key)), key)
+    elif version == _STORE_VERSION_OPTS:
+        key = key or b""
+        parts += (_struct.pack(">H", len(key)), key, _struct.pack(">B", opts.priority))
     return b"".join(parts)
 
 
@@ -223,7 +254,7 @@ def deserialize(data: bytes):
     try:
         (version, state, repl, ctime, etime, delay, retry, qtime, nacks, deliv,
          job_id) = _STORE_HEAD.unpack_from(data, 0)
-        if version not in (_STORE_VERSION, _STORE_VERSION_DEDUP) or state > ACKED:
+        if version not in (_STORE_VERSION, _STORE_VERSION_DEDUP, _STORE_VERSION_OPTS) or state > ACKED:
             raise BadRecord("unknown record version or state")
         pos = _STORE_HEAD.size
         (n,) = _struct.unpack_from(">I", data, pos)
@@ -236,18 +267,26 @@ def deserialize(data: bytes):
         pos += 2
         delivered = tuple(data[pos + 40 * i:pos + 40 * (i + 1)] for i in range(count))
         pos += 40 * count
-        key = None
-        if version == _STORE_VERSION_DEDUP:
+        key = opts = None
+        if version >= _STORE_VERSION_DEDUP:
             (n,) = _struct.unpack_from(">H", data, pos)
             key = data[pos + 2:pos + 2 + n]
             pos += 2 + n
-            if not key or len(key) != n:
+            if len(key) != n or not key and version == _STORE_VERSION_DEDUP:
                 raise BadRecord("bad dedup key")
+            key = key or None
+        if version == _STORE_VERSION_OPTS:
+            (priority,) = _struct.unpack_from(">B", data, pos)
+            pos += 1
+            if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+                raise BadRecord("bad priority")
+            opts = JobOptions(priority)
     except _struct.error as e:
         raise BadRecord(str(e)) from None
     if pos != len(data) or len(queue) < 0 or any(len(d) != 40 for d in delivered):
         raise BadRecord("bad lengths")
     job = Job(job_id, queue, body, state, repl, ctime, etime, delay, retry, qtime)
+    job.extra.opts = opts  # (its own record: share_defaults finds the shared one at load)
     job.nacks = nacks
     job.deliv = deliv
     job.delivered = delivered

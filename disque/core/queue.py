@@ -2,7 +2,8 @@
 
 Jobs are ordered by creation time (``ctime``, ms * 1e6 + counter), so a
 re-queued job, usually older, goes back near the head, and delivery takes
-the oldest first.  Queues exist while they hold jobs, have blocked clients,
+the oldest first; in a queue that holds jobs with a PRIORITY (an extension,
+docs/extensions.md), by priority first, highest first.  Queues exist while they hold jobs, have blocked clients,
 or are paused; otherwise the node reclaims them once idle
 (``QUEUE_MAX_IDLE``, see :mod:`disque.core.queues`).
 
@@ -13,6 +14,8 @@ node changes job states, the queue only keeps the order and its counters.
 from bisect import bisect_left, bisect_right
 from itertools import chain, islice
 from operator import attrgetter
+
+from .job import PRIORITY_DEFAULT
 
 PAUSED_IN = 1
 PAUSED_OUT = 2
@@ -183,6 +186,109 @@ class JobList:
         return None
 
 
+def _priority(job) -> int:
+    opts = job.extra.opts
+    return PRIORITY_DEFAULT if opts is None else opts.priority
+
+
+class PriorityJobs:
+    """The jobs of a queue that holds jobs of more than the default
+    PRIORITY (docs/extensions.md): a :class:`JobList` per priority, and the
+    priorities present, highest first.  It reads like a JobList whose order
+    is (priority, highest first; then creation order), so GETJOB, QPEEK,
+    federation and every other reader of ``Queue.jobs`` follow priorities
+    without knowing of them.
+
+    Invariants: no level is empty; ``_order`` is ``_levels``' keys sorted
+    highest first; ``_len`` is the sum of the levels' lengths.
+    """
+
+    __slots__ = ("_levels", "_order", "_len")
+
+    def __init__(self, jobs=()):
+        self._levels = {}
+        self._order = []
+        self._len = 0
+        for job in jobs:
+            self.add(job)
+
+    def __len__(self):
+        return self._len
+
+    def __iter__(self):
+        levels = self._levels
+        return chain.from_iterable(levels[p] for p in self._order)
+
+    def __contains__(self, job):
+        level = self._levels.get(_priority(job))
+        return level is not None and job in level
+
+    def __getitem__(self, index: int):
+        """The job at ``index`` in serving order (0 and -1 are cheap)."""
+        if index == 0 and self._len:
+            return self._levels[self._order[0]][0]
+        if index == -1 and self._len:
+            return self._levels[self._order[-1]][-1]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("job list index out of range")
+        return next(islice(self, index, None))
+
+    def head(self, n: int) -> list:
+        """The ``n`` jobs served first, in serving order."""
+        return list(islice(self, n))
+
+    def tail(self, n: int) -> list:
+        """The ``n`` jobs served last, the last first."""
+        out = []
+        for p in reversed(self._order):
+            out.extend(self._levels[p].tail(n - len(out)))
+            if len(out) >= n:
+                break
+        return out
+
+    def add(self, job) -> None:
+        p = _priority(job)
+        level = self._levels.get(p)
+        if level is None:
+            level = self._levels[p] = JobList()
+            self._order.append(p)
+            self._order.sort(reverse=True)
+        level.add(job)
+        self._len += 1
+
+    def pop(self, index: int = 0):
+        """Remove and return the job served next (``index`` 0 only)."""
+        if index != 0 or not self._len:
+            raise IndexError("pop from the head of a non-empty job list only")
+        p = self._order[0]
+        level = self._levels[p]
+        job = level.pop(0)
+        if not level:
+            del self._levels[p]
+            del self._order[0]
+        self._len -= 1
+        return job
+
+    def remove(self, job) -> None:
+        """Remove ``job``; ValueError if it is not here."""
+        p = _priority(job)
+        level = self._levels.get(p)
+        if level is None:
+            raise ValueError("job not in list")
+        level.remove(job)
+        if not level:
+            del self._levels[p]
+            self._order.remove(p)
+        self._len -= 1
+
+    def clear(self) -> None:
+        self._levels.clear()
+        self._order.clear()
+        self._len = 0
+
+
 class Queue:
     __slots__ = ("name", "jobs", "ctime", "atime", "flags", "jobs_in", "jobs_out", "acked", "nacked", "waiting",
                  "fed", "job_defaults")
@@ -208,13 +314,19 @@ class Queue:
         return len(self.jobs)
 
     def push(self, job, now_s: int) -> None:
-        """Queue ``job`` in creation order (counts as a job in)."""
+        """Queue ``job`` in creation order, within its priority (counts as
+        a job in).  The first job of another priority than the default
+        turns the queue's JobList into a PriorityJobs."""
+        opts = job.extra.opts
+        if opts is not None and opts.priority != PRIORITY_DEFAULT and type(self.jobs) is JobList:
+            self.jobs = PriorityJobs(self.jobs)
         self.jobs.add(job)
         self.atime = now_s
         self.jobs_in += 1
 
     def pop(self, now_s: int):
-        """Take the oldest job out for delivery (counts as a job out)."""
+        """Take the next job out for delivery: the oldest of the highest
+        priority (counts as a job out)."""
         job = self.jobs.pop(0)
         self.atime = now_s
         self.jobs_out += 1

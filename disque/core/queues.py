@@ -50,21 +50,21 @@ class Queues:
             self._by_name.add(name, q)
         return q
 
-    def job_defaults(self, name: bytes, repl: int, retry: int) -> JobExtra:
+    def job_defaults(self, name: bytes, repl: int, retry: int, opts=None) -> JobExtra:
         """The shared JobExtra for new jobs of queue ``name`` with this
-        REPLICATE and RETRY (one per triple while in use; its ``queue`` is
-        the queue's own name object when the queue exists).  The queue
-        keeps the last one asked for, which ADDJOB checks first."""
+        REPLICATE, RETRY and options (one per key while in use; its
+        ``queue`` is the queue's own name object when the queue exists).
+        The queue keeps the last one asked for, which ADDJOB checks first."""
         q = self._by_name.get(name)
         if q is not None:
             defaults = q.job_defaults
-            if defaults is not None and defaults.repl == repl and defaults.retry == retry:
+            if defaults is not None and defaults.repl == repl and defaults.retry == retry and defaults.opts == opts:
                 return defaults
             name = q.name
-        key = (name, repl, retry)
+        key = (name, repl, retry, opts)
         defaults = self._job_defaults.get(key)
         if defaults is None:
-            defaults = self._job_defaults[key] = JobExtra(name, repl, retry, shared=True)
+            defaults = self._job_defaults[key] = JobExtra(name, repl, retry, shared=True, opts=opts)
         if q is not None:
             q.job_defaults = defaults
         return defaults
@@ -75,7 +75,7 @@ class Queues:
         confirmed)."""
         extra = job.extra
         if not extra.shared and extra.at_defaults():
-            job.extra = self.job_defaults(extra.queue, extra.repl, extra.retry)
+            job.extra = self.job_defaults(extra.queue, extra.repl, extra.retry, extra.opts)
 
     # -- ENQUEUE / DEQUEUE ------------------------------------------------
 
