@@ -6,15 +6,15 @@ half way, SHUTDOWN while loading."""
 
 import pytest
 from twisted.internet.address import IPv4Address
-from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.internet.testing import MemoryReactorClock
 
 from disque import service as service_module
 from disque.config import Config
 from disque.core.node import NodeState
 from disque.interfaces import LoadError
 from disque.persistence import aof
-from disque.resp.protocol import RespProtocol
 from disque.service import DisqueNodeService
+from test_protocol import cmd, connect as protocol_connect
 
 T0 = 1_795_347_500.0
 LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
@@ -64,18 +64,7 @@ def turn(reactor):
 
 
 def connect(service):
-    proto = RespProtocol(service.runtime)
-    transport = StringTransport()
-    proto.makeConnection(transport)
-    return proto, transport
-
-
-def cmd(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
+    return protocol_connect(service.runtime)
 
 
 def ask(conn, *args):
