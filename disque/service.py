@@ -34,6 +34,7 @@ from .bus import auth as bus_auth, wire
 from .bus.links import BUS_PORT_OFFSET, Links
 from .bus.protocol import BusServerFactory
 from .core.membership import new_node_id, parse_nodes_file
+from .core import messages
 from .core.effects import execute
 from .core.node import NodeState
 from .config import ConfigSetError
@@ -79,6 +80,9 @@ MAX_TURN_MS = 1
 #: (seconds) per reactor turn; clients, INFO and the HTTP side are served
 #: between two slices.
 LOAD_SLICE = 0.01
+
+
+_CARRIES_JOBS = (messages.ReplJob, messages.YourJobs)  # the messages bus version 3 changed
 
 
 @implementer(INodeRuntime)
@@ -169,10 +173,10 @@ class NodeRuntime:
 
     def on_send(self, effect):
         if self.links is not None:
-            self.links.send(effect.node_id, self._frame(effect.message))
+            self.links.send(effect.node_id, self._frame(effect.message, effect.node_id))
 
     def on_send_link(self, effect):
-        effect.link.send_frame(self._frame(effect.message))
+        effect.link.send_frame(self._frame(effect.message, getattr(effect.link, "node_id", None)))
 
     def on_link(self, effect):
         if self.links is not None:
@@ -189,11 +193,21 @@ class NodeRuntime:
         if self.links is not None:
             self.links.rekey(effect.old, effect.new)
 
-    def _frame(self, msg):
+    def _frame(self, msg, node_id):
+        """``msg`` encoded for peer ``node_id`` (once per version and
+        drain round, however many receivers): job records in bus version 3
+        to a peer that announced it reads it, everything else in version 2,
+        which every node reads (bus/wire.py)."""
+        version = wire.OLDEST_PEER
+        if type(msg) in _CARRIES_JOBS and node_id is not None:
+            peer = self.node.cluster.nodes.get(node_id)
+            if peer is not None and peer.extensions:
+                version = wire.VERSION
+        key = (id(msg), version)
         frames = self._frames
-        frame = frames.get(id(msg))
+        frame = frames.get(key)
         if frame is None:
-            frame = frames[id(msg)] = wire.encode(self.node.cluster.header(), msg)
+            frame = frames[key] = wire.encode(self.node.cluster.header(), msg, version)
         return frame
 
     def after_batch(self):

@@ -35,6 +35,57 @@ def test_add_job_arguments():
     assert not call.blocking  # answered at once or after replication: pipelined
 
 
+def test_add_job_extension_arguments():
+    call = C.add_job("q", b"b", priority=9, backoff=500, max_deliveries=3, deadletter="q-dead")
+    assert call.args == ["ADDJOB", "q", b"b", 0, "PRIORITY", 9, "BACKOFF", "FIXED", 500,
+                         "MAXDELIVERIES", 3, "DEADLETTER", "q-dead"]
+    # After the original options, in a fixed order; a pair is BACKOFF EXP.
+    call = C.add_job("q", b"b", 10, retry=5, dedup="k", priority=1, backoff=(100, 60000), max_deliveries=1)
+    assert call.args == ["ADDJOB", "q", b"b", 10, "RETRY", 5, "DEDUP", "k", "PRIORITY", 1,
+                         "BACKOFF", "EXP", 100, 60000, "MAXDELIVERIES", 1]
+    assert C.add_job("q", b"b", backoff=[7, 7]).args[-4:] == ["BACKOFF", "EXP", 7, 7]
+    assert C.add_job("q", b"b", priority=5.0).args[-2:] == ["PRIORITY", 5]
+    # DEADLETTER alone goes to the node, which refuses it unless it has a default.
+    assert C.add_job("q", b"b", deadletter=b"d").args[-2:] == ["DEADLETTER", b"d"]
+    assert C.add_job("q", b"b").args == ["ADDJOB", "q", b"b", 0]  # nothing when not asked
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"priority": 0}, ValueError, "priority must be between 1 and 9, got 0"),
+    ({"priority": 10}, ValueError, "between 1 and 9"),
+    ({"priority": "9"}, TypeError, "priority must be an integer"),
+    ({"priority": True}, TypeError, "priority must be an integer"),
+    ({"priority": 2.5}, TypeError, "priority must be an integer"),
+    ({"backoff": 0}, ValueError, "backoff must be between 1 and"),
+    ({"backoff": 1 << 32}, ValueError, "backoff must be between 1 and 4294967295"),
+    ({"backoff": (100, 50)}, ValueError, "below its base"),
+    ({"backoff": (0, 50)}, ValueError, "backoff base must be between"),
+    ({"backoff": (1, 2, 3)}, TypeError, "(base_ms, max_ms) pair"),
+    ({"backoff": "500"}, TypeError, "backoff must be an integer"),
+    ({"max_deliveries": 0}, ValueError, "max_deliveries must be between 1 and"),
+    ({"max_deliveries": -1}, ValueError, "max_deliveries"),
+    ({"deadletter": ""}, ValueError, "deadletter must be a queue name"),
+])
+def test_add_job_extension_arguments_are_checked_before_sending(kwargs, error, message):
+    with pytest.raises(error) as e:
+        C.add_job("q", b"b", **kwargs)
+    assert message in str(e.value)
+
+
+def test_nack_with_a_delay():
+    job = Job("q", JOB_ID, b"x", 0, 0, node="n" * 40)
+    call = C.nack(job, "D-other", delay=1500)
+    assert call.args == ["NACK", JOB_ID, "D-other", "DELAY", 1500] and call.prefer == "n" * 40
+    assert C.nack(job, delay=0).args == ["NACK", JOB_ID, "DELAY", 0]
+    assert C.nack(job).args == ["NACK", JOB_ID]
+    with pytest.raises(ValueError, match="delay must be between 0 and"):
+        C.nack(job, delay=-1)
+    with pytest.raises(TypeError, match="delay must be an integer"):
+        C.nack(job, delay="1s")
+    with pytest.raises(TypeError):
+        C.nack(delay=10)
+
+
 def test_get_jobs_arguments_and_blocking():
     call = C.get_jobs("a", "b")
     assert call.args == ["GETJOB", "WITHCOUNTERS", "FROM", "a", "b"] and call.blocking
@@ -101,6 +152,9 @@ def test_pairs_types():
     assert out == {"id": JOB_ID, "repl": 3, "ttl": 86400, "nodes-delivered": ["a", "b"], "body": b"123",
                    "pause": "none", "offset": -5}
     assert pairs(None) is None
+    # SHOW's fields of the extensions: a list of integers stays integers.
+    ext = pairs([b"priority", 9, b"backoff", [500, 60000], b"dead-letter", b"q:dead", b"redeliver-at", 17])
+    assert ext == {"priority": 9, "backoff": [500, 60000], "dead-letter": "q:dead", "redeliver-at": 17}
 
 
 def test_parse_hello_fills_an_empty_host():

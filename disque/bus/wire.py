@@ -14,8 +14,14 @@ record; ``jobs`` a u32 count of job records.
 
 Version 2 (DEDUP keys) adds two fields at the end: a job record's
 ``dedup`` key (str16, empty for none) and DELJOB's ``void`` flag (bool).
-Frames are always written in the current version; version 1 frames still
-decode, with an empty key and ``void`` false.
+Version 3 (the extensions of docs/extensions.md) adds a job record's
+options at its end: ``priority`` (u8, 0 for a job without options).
+
+A frame is written in the version its receiver reads: version 3 to a peer
+whose frames carry the ``H_EXTENSIONS`` header flag, version 2 (job options
+left out) to the others, which is how nodes of the previous version keep
+their links during a rolling upgrade.  Older frames still decode, with an
+empty key, ``void`` false and no options.
 
 :func:`decode` checks everything: magic, version, known type, every length
 against what is left of the frame, no trailing bytes, job IDs of the right
@@ -23,16 +29,17 @@ size, counts against ``MAX_*``, a job record's DELAY and RETRY within
 what ADDJOB accepts and its counters non-negative.  Any violation raises :class:`WireError`;
 the bus protocol then drops the link (a peer speaking another version or
 garbage is not a peer).  Versions: a receiver accepts frames whose version
-is at most its own and refuses newer ones, so mixed-version clusters are a
-decision for a future version to make, not an accident.
+is at most its own and refuses newer ones; a sender never writes a version
+its receiver did not announce.
 """
 
 import struct
 
 from ..core import messages
-from ..core.job import MAX_JOB_COUNTER, MAX_JOB_SECONDS
+from ..core.job import MAX_JOB_COUNTER, MAX_JOB_SECONDS, PRIORITY_MAX, PRIORITY_MIN, JobOptions
 
-VERSION = 2
+VERSION = 3
+OLDEST_PEER = 2  # the version written to a peer that did not announce H_EXTENSIONS
 MAGIC = b"DQ"
 ID_LEN = 40
 MAX_GOSSIP = 1024
@@ -79,7 +86,7 @@ def _put_ids(out, values):
         _put_id(out, v)
 
 
-def _put_job(out, job):
+def _put_job(out, job, version):
     _put_id(out, job.id)
     _put_str32(out, job.queue)
     _put_str32(out, job.body)
@@ -90,6 +97,8 @@ def _put_job(out, job):
         raise WireError("dedup key too long")
     out.append(_U16.pack(len(key)))
     out.append(key)
+    if version >= 3:
+        out.append(_U8.pack(job.opts.priority if job.opts is not None else 0))
 
 
 class _Reader:
@@ -155,7 +164,15 @@ class _Reader:
             raise WireError("job field out of range")
         delivered = self.ids()
         key = self.take(self.u16()) if self.version >= 2 else b""
-        return messages.JobRecord(job_id, queue, body, repl, ctime, etime, delay, retry, nacks, deliv, delivered, key)
+        opts = None
+        if self.version >= 3:
+            priority = self.u8()
+            if priority:
+                if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+                    raise WireError("job priority out of range")
+                opts = JobOptions(priority)
+        return messages.JobRecord(job_id, queue, body, repl, ctime, etime, delay, retry, nacks, deliv, delivered, key,
+                                  opts)
 
     def gossip(self):
         n = self.u16()
@@ -177,11 +194,11 @@ def _put_gossip(out, entries):
 # -- per type: (encode(out, msg), decode(reader) -> msg) ----------------------
 
 def _one_id(cls):
-    return (lambda out, m: _put_id(out, m[0]), lambda r: cls(r.id()))
+    return (lambda out, m, v: _put_id(out, m[0]), lambda r: cls(r.id()))
 
 
 def _gossip_msg(cls):
-    return (lambda out, m: _put_gossip(out, m.gossip), lambda r: cls(r.gossip()))
+    return (lambda out, m, v: _put_gossip(out, m.gossip), lambda r: cls(r.gossip()))
 
 
 def _counter(value):
@@ -190,12 +207,12 @@ def _counter(value):
     return value
 
 
-def _put_jobs(out, jobs):
+def _put_jobs(out, jobs, version):
     if len(jobs) > MAX_JOBS:
         raise WireError("too many jobs")
     out.append(_U32.pack(len(jobs)))
     for j in jobs:
-        _put_job(out, j)
+        _put_job(out, j, version)
 
 
 def _get_jobs(r):
@@ -210,23 +227,23 @@ _CODECS = {
     messages.Ping: _gossip_msg(messages.Ping),
     messages.Pong: _gossip_msg(messages.Pong),
     messages.Fail: _one_id(messages.Fail),
-    messages.ReplJob: (lambda out, m: _put_job(out, m.job), lambda r: messages.ReplJob(r.job())),
+    messages.ReplJob: (lambda out, m, v: _put_job(out, m.job, v), lambda r: messages.ReplJob(r.job())),
     messages.GotJob: _one_id(messages.GotJob),
     messages.Enqueue: _one_id(messages.Enqueue),
     messages.WillQueue: _one_id(messages.WillQueue),
-    messages.Queued: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(m.counter))),
+    messages.Queued: (lambda out, m, v: (_put_id(out, m.job_id), out.append(_U8.pack(m.counter))),
                       lambda r: messages.Queued(r.id(), _counter(r.u8()))),
     messages.Working: _one_id(messages.Working),
-    messages.SetAck: (lambda out, m: (_put_id(out, m.job_id), out.append(_U32.pack(m.may_have))),
+    messages.SetAck: (lambda out, m, v: (_put_id(out, m.job_id), out.append(_U32.pack(m.may_have))),
                       lambda r: messages.SetAck(r.id(), r.u32())),
-    messages.GotAck: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.known else 0))),
+    messages.GotAck: (lambda out, m, v: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.known else 0))),
                       lambda r: messages.GotAck(r.id(), r.bool())),
-    messages.DelJob: (lambda out, m: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.void else 0))),
+    messages.DelJob: (lambda out, m, v: (_put_id(out, m.job_id), out.append(_U8.pack(1 if m.void else 0))),
                       lambda r: messages.DelJob(r.id(), r.bool() if r.version >= 2 else False)),
-    messages.NeedJobs: (lambda out, m: (_put_str32(out, m.queue), out.append(_U32.pack(m.count))),
+    messages.NeedJobs: (lambda out, m, v: (_put_str32(out, m.queue), out.append(_U32.pack(m.count))),
                         lambda r: messages.NeedJobs(r.str32(), r.u32())),
-    messages.YourJobs: (lambda out, m: _put_jobs(out, m.jobs), _get_jobs),
-    messages.Pause: (lambda out, m: (_put_str32(out, m.queue), out.append(_U8.pack(m.flags))),
+    messages.YourJobs: (lambda out, m, v: _put_jobs(out, m.jobs, v), _get_jobs),
+    messages.Pause: (lambda out, m, v: (_put_str32(out, m.queue), out.append(_U8.pack(m.flags))),
                      lambda r: messages.Pause(r.str32(), r.u8())),
 }
 _CODE_OF = {cls: code for code, cls in messages.TYPES}
@@ -234,8 +251,9 @@ _CLASS_OF = {code: cls for code, cls in messages.TYPES}
 assert set(_CODECS) == set(_CODE_OF)
 
 
-def encode(header: messages.Header, msg) -> bytes:
-    """The frame (without the length prefix) for ``msg`` sent by ``header``."""
+def encode(header: messages.Header, msg, version: int = VERSION) -> bytes:
+    """The frame (without the length prefix) for ``msg`` sent by
+    ``header``, in ``version`` (2 or 3: what the receiver reads)."""
     cls = type(msg)
     code = _CODE_OF.get(cls)
     if code is None:
@@ -244,9 +262,11 @@ def encode(header: messages.Header, msg) -> bytes:
         raise WireError("bad sender id")
     if len(header.host) > 255:
         raise WireError("host too long")
-    out = [_PREAMBLE.pack(MAGIC, VERSION, code, header.sender, header.port, header.flags, len(header.host)),
+    if not OLDEST_PEER <= version <= VERSION:
+        raise WireError("cannot write version %d" % version)
+    out = [_PREAMBLE.pack(MAGIC, version, code, header.sender, header.port, header.flags, len(header.host)),
            header.host]
-    _CODECS[cls][0](out, msg)
+    _CODECS[cls][0](out, msg, version)
     return b"".join(out)
 
 

@@ -92,7 +92,7 @@ def _value(key: str, value):
     if key == "body" or isinstance(value, int):
         return value
     if isinstance(value, list):
-        return [text(v) for v in value]
+        return [v if isinstance(v, int) else text(v) for v in value]
     s = text(value)
     if s and (s.isdigit() or (s[0] == "-" and s[1:].isdigit())):
         return int(s)
@@ -179,6 +179,42 @@ def _opt(args: list, name: str, value):
         args += (name, value)
 
 
+# Ranges of the extensions (docs/extensions.md), checked before a call is sent.
+PRIORITY_MIN, PRIORITY_MAX = 1, 9
+_U32 = (1 << 32) - 1
+
+
+def _ranged(name: str, value, low: int, high: int) -> int:
+    """``value`` as an ``int`` within ``low..high``: TypeError for what is
+    not an integer (``bool`` included), ValueError out of range."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            as_int = int(value)
+        except (TypeError, ValueError):
+            as_int = None
+        if isinstance(value, bool) or as_int is None or as_int != value:
+            raise TypeError("%s must be an integer, got %r" % (name, value))
+        value = as_int
+    if not low <= value <= high:
+        raise ValueError("%s must be between %d and %d, got %d" % (name, low, high, value))
+    return value
+
+
+def backoff_args(backoff) -> list:
+    """ADDJOB's BACKOFF arguments: an ``int`` of ms is ``BACKOFF FIXED ms``,
+    a ``(base_ms, max_ms)`` pair ``BACKOFF EXP base max`` (the delay
+    doubles with each NACK from ``base`` up to ``max``)."""
+    if isinstance(backoff, (tuple, list)):
+        if len(backoff) != 2:
+            raise TypeError("backoff is ms (FIXED) or a (base_ms, max_ms) pair (EXP), got %r" % (backoff,))
+        base = _ranged("backoff base", backoff[0], 1, _U32)
+        cap = _ranged("backoff max", backoff[1], 1, _U32)
+        if cap < base:
+            raise ValueError("backoff max (%d ms) is below its base (%d ms)" % (cap, base))
+        return ["BACKOFF", "EXP", base, cap]
+    return ["BACKOFF", "FIXED", _ranged("backoff", backoff, 1, _U32)]
+
+
 class Commands:
     """The Disque command set, shared by the clients (mixin: the class that
     uses it defines ``_run(call)``)."""
@@ -194,15 +230,26 @@ class Commands:
 
     def add_job(self, queue, body, timeout: int = 0, replicate: Optional[int] = None,
                 delay: Optional[int] = None, retry: Optional[int] = None, ttl: Optional[int] = None,
-                maxlen: Optional[int] = None, async_: bool = False, dedup=None):
+                maxlen: Optional[int] = None, async_: bool = False, dedup=None,
+                priority: Optional[int] = None, backoff=None, max_deliveries: Optional[int] = None,
+                deadletter=None):
         """ADDJOB: add ``body`` to ``queue``; the new job's ID.
 
         ``timeout`` is ADDJOB's ms-timeout (milliseconds to wait for the
         copies; 0 waits as long as it takes).  ``replicate``, ``delay``,
         ``retry``, ``ttl`` (seconds), ``maxlen`` and ``async_`` are ADDJOB's
         options; ``dedup`` is this node's DEDUP key (docs/dedup.md), which
-        also makes a retry after a lost reply add nothing twice.  Raises
-        NoReplication, Paused, MaxLen, OutOfMemory."""
+        also makes a retry after a lost reply add nothing twice.
+
+        The extensions (docs/extensions.md): ``priority`` 1 (lowest) to 9
+        (the node's default is 5); ``backoff``, how long a NACK without a
+        delay of its own keeps the job out of its queue: milliseconds
+        (``BACKOFF FIXED``) or a ``(base_ms, max_ms)`` pair (``BACKOFF
+        EXP``: doubled per NACK up to ``max_ms``); ``max_deliveries``, the
+        deliveries after which the job goes to its dead-letter queue
+        (``deadletter``, default ``<queue>:dead``).  Out-of-range values
+        raise ValueError before anything is sent.  Raises NoReplication,
+        Paused, MaxLen, OutOfMemory."""
         args = ["ADDJOB", queue, body, int(timeout)]
         _opt(args, "REPLICATE", replicate)
         _opt(args, "DELAY", delay)
@@ -212,6 +259,16 @@ class Commands:
         if async_:
             args.append("ASYNC")
         _opt(args, "DEDUP", dedup)
+        if priority is not None:
+            args += ("PRIORITY", _ranged("priority", priority, PRIORITY_MIN, PRIORITY_MAX))
+        if backoff is not None:
+            args += backoff_args(backoff)
+        if max_deliveries is not None:
+            args += ("MAXDELIVERIES", _ranged("max_deliveries", max_deliveries, 1, _U32))
+        if deadletter is not None:
+            if not deadletter:
+                raise ValueError("deadletter must be a queue name, got %r" % (deadletter,))
+            args += ("DEADLETTER", deadletter)
         return self._run(Call(args, _text_reply))
 
     def get_jobs(self, *queues, count: int = 1, timeout: Optional[int] = None,
@@ -249,11 +306,16 @@ class Commands:
         ids, prefer = _jobs_args(jobs)
         return self._run(Call(["FASTACK"] + ids, _int_reply, prefer=prefer))
 
-    def nack(self, *jobs):
-        """NACK: queue the jobs again at once, counting a nack; the number
-        of jobs the node knew."""
+    def nack(self, *jobs, delay: Optional[int] = None):
+        """NACK: queue the jobs again, counting a nack; the number of jobs
+        the node knew.  At once, or after the job's BACKOFF if it was added
+        with one; ``delay`` (milliseconds, ``NACK ... DELAY``, an extension)
+        sets the wait instead."""
         ids, prefer = _jobs_args(jobs)
-        return self._run(Call(["NACK"] + ids, _int_reply, prefer=prefer))
+        args = ["NACK"] + ids
+        if delay is not None:
+            args += ("DELAY", _ranged("delay", delay, 0, _U32))
+        return self._run(Call(args, _int_reply, prefer=prefer))
 
     def working(self, job):
         """WORKING: postpone the job's next delivery; the job's RETRY in

@@ -147,7 +147,8 @@ class Jobs:
     def record(job) -> messages.JobRecord:
         """The job as REPLJOB / YOURJOBS carry it."""
         return messages.JobRecord(job.id, job.queue, job.body, job.repl, job.ctime, job.etime, job.delay,
-                                  job.retry, job.nacks, job.deliv, tuple(job.delivered), job.dedup or b"")
+                                  job.retry, job.nacks, job.deliv, tuple(job.delivered), job.dedup or b"",
+                                  job.opts)
 
     def from_record(self, rec, qtime: int):
         """A new ACTIVE job from a REPLJOB / YOURJOBS record (not yet
@@ -155,7 +156,7 @@ class Jobs:
         included), its DEDUP key, the queue name shared with an existing
         queue."""
         node = self.node
-        defaults = node.queues.job_defaults(rec.queue, rec.repl, rec.retry)
+        defaults = node.queues.job_defaults(rec.queue, rec.repl, rec.retry, rec.opts)
         job = Job(rec.id, defaults.queue, rec.body, ACTIVE, rec.repl, rec.ctime,
                   rec.etime, rec.delay, rec.retry, qtime, defaults)
         job.nacks = rec.nacks

@@ -70,7 +70,8 @@ def valid_address(host: bytes, port: int) -> bool:
 
 class ClusterNode:
     __slots__ = ("id", "host", "port", "handshake", "pfail", "fail", "leaving", "ping_sent",
-                 "pong_received", "last_ping", "fail_reports", "connected", "created", "meet", "explicit")
+                 "pong_received", "last_ping", "fail_reports", "connected", "created", "meet", "explicit",
+                 "extensions")
 
     def __init__(self, node_id: bytes, host: bytes = b"", port: int = 0, now: int = 0):
         self.id = node_id
@@ -88,6 +89,10 @@ class ClusterNode:
         self.fail_reports = {}  # reporter id -> ms of the report
         self.connected = False  # our outbound link is up (set by the adapter)
         self.created = now
+        # The peer said it reads bus version 3 (H_EXTENSIONS): it gets job
+        # records with their options; a peer of the previous version gets
+        # version 2 frames, which it reads (a rolling upgrade).
+        self.extensions = False
 
     @property
     def reachable(self) -> bool:
@@ -158,7 +163,8 @@ class ClusterView:
 
     def header(self) -> messages.Header:
         me = self.myself
-        return messages.Header(me.id, me.host, me.port, messages.H_LEAVING if self.leaving else 0)
+        return messages.Header(me.id, me.host, me.port,
+                               (messages.H_LEAVING if self.leaving else 0) | messages.H_EXTENSIONS)
 
     # -- sending -----------------------------------------------------------
 
@@ -313,6 +319,7 @@ class ClusterView:
         if sender is None or sender is self.myself or sender.handshake:
             return False
         sender.leaving = bool(header.flags & messages.H_LEAVING)
+        sender.extensions = bool(header.flags & messages.H_EXTENSIONS)
         if kind is messages.Pong:
             sender.ping_sent = 0
             sender.pong_received = now

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 # Header flags
 H_LEAVING = 1  # the sender is leaving the cluster
+H_EXTENSIONS = 2  # the sender reads bus version 3: job records with JobOptions (docs/extensions.md)
 
 # Gossip entry flags
 G_PFAIL = 1  # the sender did not hear from that node within the timeout
@@ -53,6 +54,7 @@ class JobRecord(NamedTuple):
     deliv: int
     delivered: tuple  # node IDs that may have a copy
     dedup: bytes = b""  # the DEDUP key, b"" for none (bus version 2)
+    opts: object = None  # the job's JobOptions, None for none (bus version 3)
 
 
 # -- membership and failure detection ----------------------------------------
