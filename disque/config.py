@@ -440,6 +440,7 @@ SPECS = (
        fixed="" if _GC_FREEZE else "this runtime's collector has no gc.freeze and needs none "
        "(PyPy's major collections are incremental)"),
     _S("dedup-window", "int", 600, True, original=False, lo=0, hi=30 * 86400),
+    _S("max-deliveries", "int", 0, True, original=False, lo=0, hi=(1 << 32) - 1),
     _S("output-flush", "enum", "read", True, original=False, choices=("read", "turn")),
     _S("cluster-password", "str", "", True, original=False, nullable=True,
        check=lambda t: _need(len(_enc(t)) <= 512, "must be at most 512 bytes long")),

@@ -82,7 +82,8 @@ MAX_TURN_MS = 1
 LOAD_SLICE = 0.01
 
 
-_CARRIES_JOBS = (messages.ReplJob, messages.YourJobs)  # the messages bus version 3 changed
+# The messages bus version 3 changed or added (the rest read the same in 2).
+_V3_TYPES = frozenset((messages.ReplJob, messages.YourJobs, *wire.FIRST_VERSION))
 
 
 @implementer(INodeRuntime)
@@ -131,6 +132,7 @@ class NodeRuntime:
         node, config = self.node, self.config
         config.on_change("cluster-node-timeout", lambda ms: setattr(node.cluster, "node_timeout", ms))
         config.on_change("dedup-window", lambda seconds: setattr(node.jobs.dedup, "window", seconds * 1000))
+        config.on_change("max-deliveries", lambda n: setattr(node.addjob, "max_deliveries", n))
         config.on_change("output-flush", lambda mode: setattr(self, "flush_per_turn", mode == "turn"))
         # Client limits read at each request batch (disque.resp.protocol).
         config.on_change("client-output-buffer-limit", lambda limits: setattr(self, "output_limits",
@@ -173,7 +175,9 @@ class NodeRuntime:
 
     def on_send(self, effect):
         if self.links is not None:
-            self.links.send(effect.node_id, self._frame(effect.message, effect.node_id))
+            frame = self._frame(effect.message, effect.node_id)
+            if frame is not None:
+                self.links.send(effect.node_id, frame)
 
     def on_send_link(self, effect):
         effect.link.send_frame(self._frame(effect.message, getattr(effect.link, "node_id", None)))
@@ -197,12 +201,17 @@ class NodeRuntime:
         """``msg`` encoded for peer ``node_id`` (once per version and
         drain round, however many receivers): job records in bus version 3
         to a peer that announced it reads it, everything else in version 2,
-        which every node reads (bus/wire.py)."""
+        which every node reads (bus/wire.py).  None for a message the peer
+        cannot read (the core does not send them to such peers: a guard)."""
         version = wire.OLDEST_PEER
-        if type(msg) in _CARRIES_JOBS and node_id is not None:
+        if type(msg) in _V3_TYPES and node_id is not None:
             peer = self.node.cluster.nodes.get(node_id)
             if peer is not None and peer.extensions:
                 version = wire.VERSION
+            elif type(msg) in wire.FIRST_VERSION:
+                log.warn("not sending {kind} to {node}: it runs an older bus version",
+                         kind=type(msg).__name__, node=node_id[:8].decode("ascii", "replace"))
+                return None
         key = (id(msg), version)
         frames = self._frames
         frame = frames.get(key)

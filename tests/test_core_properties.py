@@ -15,7 +15,8 @@ import random
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from disque.core.job import QUEUED, STATE_NAMES, JobOptions
+from disque.core.job import QUEUED, STATE_NAMES
+from disque.core.options import make as make_options
 from disque.core.errors import CommandError
 from disque.core.node import NodeState
 
@@ -40,7 +41,7 @@ class NodeMachine(RuleBasedStateMachine):
           retry=st.sampled_from([-1, 0, 1, 2, 5]), ttl=st.sampled_from([2, 5, 30, 3600]),
           priority=st.sampled_from([None, None, 1, 5, 9]))
     def addjob(self, queue, delay, retry, ttl, priority):
-        opts = None if priority is None else JobOptions(priority)
+        opts = None if priority is None else make_options(priority)
         try:
             job = self.node.addjob.add(queue, b"x", 1, delay, retry, ttl, 0, False, None, opts)
         except CommandError:

@@ -285,7 +285,7 @@ def _header():
 
 def test_bus_version_1_frames_still_decode():
     rec = messages.JobRecord(b"i" * 40, b"q", b"body", 3, 1, 2, 0, 10, 0, 0, (b"n" * 40,))
-    v2 = wire.encode(_header(), messages.ReplJob(rec))
+    v2 = wire.encode(_header(), messages.ReplJob(rec), 2)  # as written to a node of the previous version
     assert v2[2] == 2 and v2.endswith(b"\x00\x00")  # an empty key
     v1 = v2[:2] + b"\x01" + v2[3:-2]
     assert wire.decode(v1) == (_header(), messages.ReplJob(rec))

@@ -411,6 +411,25 @@ def _dedup_window(make):
     assert node.runtime.node.jobs.dedup.window == 7_000
 
 
+@effect("max-deliveries")
+def _max_deliveries(make):
+    """The limit of jobs added without MAXDELIVERIES: a job NACKed past it
+    goes to <queue>:dead; 0 (the default) adds no options at all."""
+    node = make()
+    c = node.connect()
+    job_id = c.call("ADDJOB", "q", "x", "0")[1:-2]
+    assert b"max-deliveries" not in c.call("SHOW", job_id)
+    node = make(**{"max-deliveries": "1"})
+    c = node.connect()
+    job_id = c.call("ADDJOB", "q", "x", "0")[1:-2]
+    assert c.call("GETJOB", "FROM", "q").count(job_id) == 1
+    assert c.call("NACK", job_id) == b":1\r\n"
+    assert c.call("QLEN", "q") == b":0\r\n" and c.call("QLEN", "q:dead") == b":1\r\n"
+    c.call("CONFIG", "SET", "max-deliveries", "0")
+    job_id = c.call("ADDJOB", "q", "x", "0")[1:-2]
+    assert b"max-deliveries" not in c.call("SHOW", job_id)
+
+
 @effect("output-flush")
 def _output_flush(make):
     """read: a reply leaves with its read; turn: replies wait for the end

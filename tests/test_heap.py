@@ -29,7 +29,7 @@ def clean_gc():
 NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Config", "Context", "JobIdGenerator",
                  "LatencyMonitor", "NoPersistence", "NodeRuntime", "NodeState", "Schedule", "SlowLog", "Stats", "DedupIndex",
                  # the node's parts (disque.core.node), each pointing back at it
-                 "Jobs", "Queues", "Memory", "Federation", "AddJob", "GetJob", "Requeue", "Acks",
+                 "Jobs", "Queues", "Memory", "Federation", "AddJob", "GetJob", "Requeue", "Acks", "DeadLetters",
                  "Latency", "Histogram",  # the node's latency histograms (three, made with it)
                  "FailedAuth", "Nonces"}  # the runtime's authentication records
 

@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 from disque.commands.jobs import job_fields
-from disque.core.job import (ACTIVE, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, Job, JobOptions, BadRecord,
+from disque.core.job import (ACTIVE, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, Job, BadRecord,
                              deserialize, serialize)
+from disque.core import options
+from disque.core.options import make as make_options
 from disque.core.node import NodeState
 from disque.core.queue import JobList, PriorityJobs
 
@@ -19,13 +21,13 @@ def fresh():
 
 
 def add(node, queue=b"q", priority=None, body=b"x"):
-    opts = None if priority is None else JobOptions(priority)
+    opts = None if priority is None else make_options(priority)
     return node.addjob.add(queue, body, 1, 0, -1, 3600, 0, False, None, opts)
 
 
 def job(ctime, priority=None):
     j = Job(b"D-%038d" % ctime, b"q", b"", ACTIVE, 1, ctime, 10 ** 12, 0, 1, 0)
-    j.extra.opts = None if priority is None else JobOptions(priority)
+    j.extra.opts = None if priority is None else make_options(priority)
     return j
 
 
@@ -126,10 +128,13 @@ def test_the_aof_record_keeps_the_priority_and_the_old_records_are_unchanged():
     back = deserialize(serialize(prioritised))
     assert serialize(prioritised)[0] == 3 and back.priority == 8 and back.dedup == b"k2"
     assert deserialize(serialize(add(node, priority=2))).dedup is None
-    bad = bytearray(serialize(prioritised))
-    bad[-1] = 0
-    with pytest.raises(BadRecord):
-        deserialize(bytes(bad))
+    record = serialize(prioritised)
+    at = len(record) - len(options.encode(prioritised.opts)) - 1  # the priority byte
+    for pos, value in ((at, 0), (at, 10), (len(record) - 1, 2)):  # no options + trailing bytes, range, flags
+        bad = bytearray(record)
+        bad[pos] = value
+        with pytest.raises(BadRecord):
+            deserialize(bytes(bad))
 
 
 def test_a_loaded_job_keeps_its_priority_and_its_place():

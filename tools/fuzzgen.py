@@ -31,7 +31,7 @@ import random
 import struct
 
 from disque.bus import wire
-from disque.core import messages
+from disque.core import messages, options
 from disque.core.job import MAX_JOB_COUNTER, MAX_JOB_SECONDS
 
 __all__ = ["ANY", "BusGen", "FUZZ_QUEUES", "RespGen", "encode_command"]
@@ -331,7 +331,16 @@ _HEADER = struct.Struct(">2sBB40sHHB")
 
 def _job_in_range(j):
     return (0 <= j.delay <= MAX_JOB_SECONDS and 0 <= j.retry <= MAX_JOB_SECONDS
-            and 0 <= j.nacks <= MAX_JOB_COUNTER and 0 <= j.deliv <= MAX_JOB_COUNTER)
+            and 0 <= j.nacks <= MAX_JOB_COUNTER and 0 <= j.deliv <= MAX_JOB_COUNTER
+            and _options_valid(j.opts))
+
+
+def _options_valid(opts):
+    try:
+        options.decode(options.encode(opts), 0)
+    except options.BadOptions:
+        return False
+    return True
 
 
 class BusGen(_Generator):
@@ -404,7 +413,19 @@ class BusGen(_Generator):
             v.job_id() if hostile else b"D-" + _hex(rng, 8) + b"-" + _b64(rng, 18) + b"-%04x" % rng.randint(0, 0xFFFF),
             self._str(hostile), self._str(hostile), self._uint(16, hostile),
             self._i64(hostile), self._i64(hostile), self._i64(hostile), self._i64(hostile), self._i64(hostile),
-            self._i64(hostile), self._ids(hostile), v.blob(20) if rng.random() < 0.3 else b"")
+            self._i64(hostile), self._ids(hostile), v.blob(20) if rng.random() < 0.3 else b"",
+            self.options(hostile) if rng.random() < 0.3 else None)
+
+    def options(self, hostile):
+        """Job options (bus version 3); hostile ones may break the invariants
+        disque.core.options.decode checks."""
+        rng = self.rng
+        backoff = rng.randint(0, 5000) if hostile else rng.choice([0, rng.randint(1, 5000)])
+        backoff_max = rng.randint(0, 10000) if hostile else (backoff and backoff + rng.randint(0, 5000))
+        dead = rng.random() < 0.3
+        return options.make(rng.randint(0, 12) if hostile else rng.randint(1, 9), backoff, backoff_max,
+                            self._uint(32, hostile), self._str(hostile) if rng.random() < 0.3 else b"",
+                            self._str(hostile) if dead else b"", b"max-deliveries" if dead or hostile else b"")
 
     def message(self, hostile=False):
         rng, v = self.rng, self.v
@@ -432,6 +453,8 @@ class BusGen(_Generator):
             return cls(self._str(hostile), self._uint(8, hostile))
         if cls is messages.Fail:
             return cls(v.node_id())
+        if cls is messages.NackDelay:
+            return cls(v.job_id() if hostile else self.job(False).id, self._uint(63, hostile), rng.random() < 0.5)
         return cls(v.job_id() if hostile else self.job(False).id)  # GotJob, Enqueue, WillQueue, Working
 
     def _frame(self, hostile):

@@ -15,7 +15,9 @@ record; ``jobs`` a u32 count of job records.
 Version 2 (DEDUP keys) adds two fields at the end: a job record's
 ``dedup`` key (str16, empty for none) and DELJOB's ``void`` flag (bool).
 Version 3 (the extensions of docs/extensions.md) adds a job record's
-options at its end: ``priority`` (u8, 0 for a job without options).
+options at its end (the layout of ``disque.core.options``: a single 0 byte
+for a job without options) and the message NACKDELAY (``id``, ``until``
+u64 ms, ``count`` bool), which no version 2 frame can carry.
 
 A frame is written in the version its receiver reads: version 3 to a peer
 whose frames carry the ``H_EXTENSIONS`` header flag, version 2 (job options
@@ -36,7 +38,8 @@ its receiver did not announce.
 import struct
 
 from ..core import messages
-from ..core.job import MAX_JOB_COUNTER, MAX_JOB_SECONDS, PRIORITY_MAX, PRIORITY_MIN, JobOptions
+from ..core import options
+from ..core.job import MAX_JOB_COUNTER, MAX_JOB_SECONDS
 
 VERSION = 3
 OLDEST_PEER = 2  # the version written to a peer that did not announce H_EXTENSIONS
@@ -50,6 +53,7 @@ _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
+_U64 = struct.Struct(">Q")
 _PREAMBLE = struct.Struct(">2sBB40sHHB")  # magic, version, type, sender, port, flags, host len
 _JOB_NUMS = struct.Struct(">Hqqqqqq")  # repl, ctime, etime, delay, retry, nacks, deliv
 
@@ -98,7 +102,12 @@ def _put_job(out, job, version):
     out.append(_U16.pack(len(key)))
     out.append(key)
     if version >= 3:
-        out.append(_U8.pack(job.opts.priority if job.opts is not None else 0))
+        try:
+            out.append(options.encode(job.opts))
+        except (options.BadOptions, struct.error) as e:
+            raise WireError("job options: %s" % e) from None
+    elif job.opts is not None:  # (the core never hands such a job to an older peer)
+        raise WireError("job options need bus version 3")
 
 
 class _Reader:
@@ -166,11 +175,13 @@ class _Reader:
         key = self.take(self.u16()) if self.version >= 2 else b""
         opts = None
         if self.version >= 3:
-            priority = self.u8()
-            if priority:
-                if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-                    raise WireError("job priority out of range")
-                opts = JobOptions(priority)
+            try:
+                opts, pos = options.decode(self.data, self.pos)
+            except options.BadOptions as e:
+                raise WireError("job options: %s" % e) from None
+            if pos > self.end:
+                raise WireError("truncated frame")
+            self.pos = pos
         return messages.JobRecord(job_id, queue, body, repl, ctime, etime, delay, retry, nacks, deliv, delivered, key,
                                   opts)
 
@@ -243,9 +254,14 @@ _CODECS = {
     messages.NeedJobs: (lambda out, m, v: (_put_str32(out, m.queue), out.append(_U32.pack(m.count))),
                         lambda r: messages.NeedJobs(r.str32(), r.u32())),
     messages.YourJobs: (lambda out, m, v: _put_jobs(out, m.jobs, v), _get_jobs),
+    messages.NackDelay: (lambda out, m, v: (_put_id(out, m.job_id), out.append(_U64.pack(m.until)),
+                                            out.append(_U8.pack(1 if m.count else 0))),
+                         lambda r: messages.NackDelay(r.id(), r.unpack(_U64)[0], r.bool())),
     messages.Pause: (lambda out, m, v: (_put_str32(out, m.queue), out.append(_U8.pack(m.flags))),
                      lambda r: messages.Pause(r.str32(), r.u8())),
 }
+#: Messages that older versions do not know (never written to their nodes).
+FIRST_VERSION = {messages.NackDelay: 3}
 _CODE_OF = {cls: code for code, cls in messages.TYPES}
 _CLASS_OF = {code: cls for code, cls in messages.TYPES}
 assert set(_CODECS) == set(_CODE_OF)
@@ -264,6 +280,8 @@ def encode(header: messages.Header, msg, version: int = VERSION) -> bytes:
         raise WireError("host too long")
     if not OLDEST_PEER <= version <= VERSION:
         raise WireError("cannot write version %d" % version)
+    if version < FIRST_VERSION.get(cls, 0):
+        raise WireError("%s needs bus version %d" % (cls.__name__, FIRST_VERSION[cls]))
     out = [_PREAMBLE.pack(MAGIC, version, code, header.sender, header.port, header.flags, len(header.host)),
            header.host]
     _CODECS[cls][0](out, msg, version)
@@ -280,7 +298,7 @@ def decode(frame: bytes):
     if version == 0 or version > VERSION:
         raise WireError("unsupported version %d" % version)
     cls = _CLASS_OF.get(code)
-    if cls is None:
+    if cls is None or version < FIRST_VERSION.get(cls, 0):
         raise WireError("unknown message type %d" % code)
     r = _Reader(frame, _PREAMBLE.size, version)
     host = r.take(hostlen)

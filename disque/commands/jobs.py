@@ -2,8 +2,10 @@
 ENQUEUE, DEQUEUE, LOADJOB, JSCAN.  Parsing and reply shaping only; the state
 changes live in :mod:`disque.core.node`."""
 
-from ..core.job import (DEFAULT_TTL, MAX_JOB_SECONDS, PRIORITY_MAX, PRIORITY_MIN, STATE_BY_NAME, STATE_NAMES,
-                        WAIT_REPL, JobOptions)
+from ..core.job import (ACTIVE, DEFAULT_TTL, F_NACK_DELAYED, MAX_JOB_SECONDS, STATE_BY_NAME, STATE_NAMES,
+                        WAIT_REPL)
+from ..core.options import (MAX_BACKOFF_MS, MAX_DELIVERIES, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN,
+                            JobOptions)
 from ..core.dedup import MAX_KEY_LEN
 from ..core.errors import CommandError
 from ..resp import reply
@@ -39,6 +41,13 @@ E_DELAY = CommandError(b"ERR", b"DELAY time must be a non negative number")
 E_MAXLEN = CommandError(b"ERR", b"MAXLEN must be a positive number")
 E_DEDUP = CommandError(b"ERR", b"DEDUP key must be between 1 and %d bytes" % MAX_KEY_LEN)
 E_PRIORITY = CommandError(b"ERR", b"PRIORITY must be between %d and %d" % (PRIORITY_MIN, PRIORITY_MAX))
+E_BACKOFF = CommandError(b"ERR", b"BACKOFF must be FIXED <ms> or EXP <base-ms> <max-ms>, "
+                                  b"with 0 < ms, 0 < base-ms <= max-ms <= %d" % MAX_BACKOFF_MS)
+E_MAXDELIVERIES = CommandError(b"ERR", b"MAXDELIVERIES must be between 1 and %d" % MAX_DELIVERIES)
+E_DEADLETTER = CommandError(b"ERR", b"DEADLETTER must name a queue other than the job's own")
+E_DEADLETTER_ALONE = CommandError(b"ERR", b"DEADLETTER needs MAXDELIVERIES (or the max-deliveries directive)")
+E_NACK_DELAY = CommandError(b"ERR", b"NACK DELAY must be a number of milliseconds between 0 and %d"
+                                    % (MAX_JOB_SECONDS * 1000))
 E_TOO_LONG = CommandError(b"ERR", b"TTL, DELAY and RETRY must be at most %d seconds" % MAX_JOB_SECONDS)
 
 
@@ -53,7 +62,10 @@ def addjob(ctx, client, argv):
     maxlen = 0
     async_ = False
     dedup = None
-    opts = None
+    priority = None  # the extensions (docs/extensions.md): JobOptions if any is used
+    backoff = backoff_max = 0
+    max_deliveries = node.addjob.max_deliveries
+    deadletter = b""
     i = 4
     argc = len(argv)
     while i < argc:
@@ -90,7 +102,29 @@ def addjob(ctx, client, argv):
             priority = _opt(argv, i, E_PRIORITY)
             if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
                 raise E_PRIORITY
-            opts = JobOptions(priority)
+            i += 1
+        elif opt == b"backoff" and i + 2 < argc:
+            kind = argv[i + 1].lower()
+            backoff = _opt(argv, i + 1, E_BACKOFF)
+            if kind == b"fixed":
+                backoff_max = backoff
+                i += 2
+            elif kind == b"exp" and i + 3 < argc:
+                backoff_max = _opt(argv, i + 2, E_BACKOFF)
+                i += 3
+            else:
+                raise E_BACKOFF
+            if not 0 < backoff <= backoff_max <= MAX_BACKOFF_MS:
+                raise E_BACKOFF
+        elif opt == b"maxdeliveries" and not last:
+            max_deliveries = _opt(argv, i, E_MAXDELIVERIES)
+            if not 0 < max_deliveries <= MAX_DELIVERIES:
+                raise E_MAXDELIVERIES
+            i += 1
+        elif opt == b"deadletter" and not last:
+            deadletter = argv[i + 1]
+            if not deadletter or deadletter == argv[1]:
+                raise E_DEADLETTER
             i += 1
         elif opt == b"dedup" and not last:
             dedup = argv[i + 1]
@@ -102,6 +136,12 @@ def addjob(ctx, client, argv):
         i += 1
     if ttl > MAX_JOB_SECONDS or retry > MAX_JOB_SECONDS or delay > MAX_JOB_SECONDS:
         raise E_TOO_LONG
+    opts = None
+    if priority is not None or backoff or max_deliveries or deadletter:
+        if deadletter and not max_deliveries:
+            raise E_DEADLETTER_ALONE
+        opts = JobOptions(PRIORITY_DEFAULT if priority is None else priority, backoff, backoff_max,
+                          max_deliveries, deadletter, b"", b"")
     timeout = parse_timeout(argv[3])
     job = None
     if dedup is not None:
@@ -144,6 +184,16 @@ def job_fields(node, job) -> list:
     opts = job.opts
     if opts is not None:  # the extensions' fields (docs/extensions.md): only on jobs that use them
         fields.append((b"priority", opts.priority))
+        if opts.backoff:
+            fields.append((b"backoff", (b"%d" % opts.backoff, b"%d" % opts.backoff_max)))
+        if opts.max_deliveries:
+            fields.append((b"max-deliveries", opts.max_deliveries))
+            fields.append((b"dead-letter", opts.deadletter_queue(job.queue if not opts.dead_from else opts.dead_from)))
+        if opts.dead_from:
+            fields.append((b"dead-from", opts.dead_from))
+            fields.append((b"dead-reason", opts.dead_reason))
+    if job.flags & F_NACK_DELAYED and job.state == ACTIVE:
+        fields.append((b"redeliver-at", job.qtime))
     return fields
 
 
@@ -285,9 +335,16 @@ def enqueue(ctx, client, argv):
 
 @command("nack", -1, "write denyoom fast")
 def nack(ctx, client, argv):
+    """NACK id... [DELAY ms] (DELAY: this project's extension)."""
+    delay = None
     ids = argv[1:]
+    if len(argv) > 2 and argv[-2].lower() == b"delay":
+        delay = parse_ll(argv[-1])
+        if delay is None or not 0 <= delay <= MAX_JOB_SECONDS * 1000:
+            raise E_NACK_DELAY
+        ids = argv[1:-2]
     validate_ids(ids)
-    return reply.integer(ctx.node.requeue.enqueue_jobs(ids, nack=True))
+    return reply.integer(ctx.node.requeue.nack_jobs(ids, delay))
 
 
 @command("dequeue", -1, "write fast")

@@ -108,7 +108,7 @@ def qstat(ctx, client, argv):
     sources = fed.sources() if fed is not None else ()
     rate = fed.import_rate(node.now) if fed is not None else 0
     return b"".join((
-        b"*20\r\n$4\r\nname\r\n", reply.bulk(q.name),
+        b"*22\r\n" if q.dead else b"*20\r\n", b"$4\r\nname\r\n", reply.bulk(q.name),
         b"$3\r\nlen\r\n", reply.integer(len(q.jobs)),
         b"$3\r\nage\r\n", reply.integer(max(now_s - q.ctime, 0)),
         b"$4\r\nidle\r\n", reply.integer(max(now_s - q.atime, 0)),
@@ -118,6 +118,9 @@ def qstat(ctx, client, argv):
         b"$7\r\njobs-in\r\n", reply.integer(q.jobs_in),
         b"$8\r\njobs-out\r\n", reply.integer(q.jobs_out),
         b"$5\r\npause\r\n", reply.bulk(q.paused_name()),
+        # a dead-letter count (docs/extensions.md) only once there is one:
+        # the original's reply otherwise
+        b"$4\r\ndead\r\n:%d\r\n" % q.dead if q.dead else b"",
     ))
 
 

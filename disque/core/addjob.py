@@ -71,6 +71,7 @@ class AddJob:
         self.ids = JobIdGenerator(node_id, seed=node.rng.randbytes(20))
         self._my_delivered = (node_id,)  # one shared tuple for every local-only job
         self._prev_ctime = 0
+        self.max_deliveries = 0  # the max-deliveries directive: MAXDELIVERIES of jobs that give none
         # (now, ttl, etime) of the last job created: the jobs of one
         # millisecond with one TTL share their etime, one int object instead
         # of one each (on CPython an int above 2**30 is an object of 32-48
@@ -97,6 +98,15 @@ class AddJob:
         return self._jobs.dedup.find(queue, key, self.node.now)
 
     # -- ADDJOB ------------------------------------------------------------------
+
+    def new_ctime(self) -> int:
+        """A creation time for a job made now (ADDJOB inlines it): ns-like,
+        strictly increasing on this node, so creation order is total."""
+        ctime = self.node.now * 1_000_000
+        if ctime <= self._prev_ctime:
+            ctime = self._prev_ctime + 1
+        self._prev_ctime = ctime
+        return ctime
 
     def add(self, queue: bytes, body: bytes, repl: int, delay: int, retry: int,
             ttl: int, maxlen: int, async_: bool, dedup=None, opts=None):
@@ -125,6 +135,9 @@ class AddJob:
                 reason = b"I'm leaving the cluster" if leaving else b"I'm out of memory"
                 raise CommandError(b"NOREPL", b"Not enough reachable nodes for the requested replication level, since I'm unable to hold a copy of the message for the following reason: " + reason)
             raise CommandError(b"NOREPL", b"Not enough reachable nodes for the requested replication level")
+        if opts is not None and additional > 0 and additional > len(cluster.active_peers(extensions=True)):
+            raise CommandError(b"NOREPL", b"Not enough reachable nodes for the requested replication level "
+                                          b"among the nodes that support job options (see docs/extensions.md)")
         q = self._queues.get(queue)
         if q is not None:
             if maxlen and len(q.jobs) >= maxlen:
@@ -138,7 +151,7 @@ class AddJob:
             defaults = self._queues.job_defaults(queue, repl, retry, opts)
         queue = defaults.queue  # one bytes object per queue name
         now = node.now
-        ctime = now * 1_000_000
+        ctime = now * 1_000_000  # new_ctime(), inlined
         if ctime <= self._prev_ctime:
             ctime = self._prev_ctime + 1
         self._prev_ctime = ctime
@@ -207,10 +220,12 @@ class AddJob:
 
     # -- Replication ----------------------------------------------------------------
 
-    def _targets(self, exclude, count):
+    def _targets(self, exclude, count, opts=None):
         """Up to ``count`` reachable, non-leaving peers not in ``exclude``,
-        shuffled (the original's replication order)."""
-        peers = [n for n in self._cluster.active_peers() if n not in exclude]
+        shuffled (the original's replication order); for a job with options
+        only the peers that read them (a node of the previous version
+        would drop them, and could not honour a NACK delay)."""
+        peers = [n for n in self._cluster.active_peers(opts is not None) if n not in exclude]
         self.node.rng.shuffle(peers)
         return peers[:count]
 
@@ -219,7 +234,7 @@ class AddJob:
         ``additional`` copies on other nodes.  With ``extrepl`` (leaving or
         low on memory) this node keeps no copy of its own."""
         node = self.node
-        targets = self._targets((), additional)
+        targets = self._targets((), additional, job.extra.opts)
         job.delivered = tuple(targets) if extrepl else (node.my_id, *targets)
         job.flags |= F_EXTREPL if extrepl else 0
         pending = Replication(job, additional, node.now)
@@ -274,7 +289,7 @@ class AddJob:
             return
         if now - pending.last_step >= REPL_RETRY_MS:
             pending.last_step = now
-            extra = self._targets(job.delivered, 1)
+            extra = self._targets(job.delivered, 1, job.extra.opts)
             if extra:
                 job.delivered = (*job.delivered, extra[0])
             record = self._jobs.record(job)

@@ -65,7 +65,10 @@ class Federation:
             return
         jobs = self._jobs
         records = []
+        old_peer = not peer.extensions
         for _ in range(min(n, len(q.jobs))):
+            if old_peer and q.jobs[0].extra.opts is not None:
+                break  # a node of the previous version would drop the job's options
             delivered_before = q.jobs[0].flags & F_DELIVERED
             job = self._queues.fetch(q)
             if not delivered_before:
@@ -80,7 +83,8 @@ class Federation:
             else:
                 jobs.update_awake(job)  # our copy stays, with its requeue time
         self._queues.maybe_idle(q)
-        self._cluster.send(sender, messages.YourJobs(tuple(records)))
+        if records:
+            self._cluster.send(sender, messages.YourJobs(tuple(records)))
 
     def on_yourjobs(self, sender, msg) -> None:
         jobs = self._jobs

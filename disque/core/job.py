@@ -23,8 +23,12 @@ created in the same millisecond on one node still sort in creation order.
 ``qtime == 0`` means "never queue again" (at-most-once jobs once queued).
 """
 
-from collections import namedtuple
 from operator import attrgetter
+
+# ADDJOB's extensions (docs/extensions.md): JobOptions, kept in JobExtra.opts
+# (the PRIORITY range is re-exported for the callers that import it here).
+from . import options as _options
+from .options import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, BadOptions, JobOptions  # noqa: F401
 
 WAIT_REPL = 0
 ACTIVE = 1
@@ -47,23 +51,12 @@ F_BCAST_WILLQUEUE = 2  # wake up 500 ms before qtime to send WILLQUEUE
 F_DELIVERED = 4  # served to a client at least once by this node
 F_EXTREPL = 8  # created here without a local copy (leaving / low memory)
 F_LOADED = 16  # loaded from the AOF: no WILLQUEUE before the other copies can answer it
+F_NACK_DELAYED = 32  # NACKed with a delay (counted then): the requeue at qtime counts nothing
 
 WILLQUEUE_ADVANCE = 500  # ms before qtime when WILLQUEUE is sent
 LOADED_RECHECK = 100  # ms between looks at the links of a loaded job's copies
 DEFAULT_RETRY_MAX = 300  # s, cap of the default RETRY (TTL/10)
 DEFAULT_TTL = 86400  # s
-
-
-#: PRIORITY (ADDJOB's extension, docs/extensions.md): higher first.
-PRIORITY_MIN = 1
-PRIORITY_MAX = 9
-PRIORITY_DEFAULT = 5
-
-JobOptions = namedtuple("JobOptions", "priority")
-JobOptions.__doc__ = """What ADDJOB's extensions (docs/extensions.md) fixed for a job; like
-REPLICATE and RETRY it never changes.  Jobs that use no extension have
-none (``JobExtra.opts is None``) and behave as the original's, byte for
-byte.  Immutable and hashable: jobs with equal options share a JobExtra."""
 
 
 class JobExtra:
@@ -206,8 +199,9 @@ DEFAULT_TTL_RETRY = default_retry(DEFAULT_TTL)  # the common case, precomputed
 #   qtime:i64  nacks:i64  deliv:i64  id:40  queue:u32+bytes  body:u32+bytes
 #   delivered: u16 count + 40 bytes each
 #   version 2 only (a job with a DEDUP key): key: u16+bytes
-#   version 3 only (a job with JobOptions): key: u16+bytes (empty: none),
-#   priority:u8
+#   version 3 only (a job with JobOptions or a delayed NACK): key: u16+bytes
+#   (empty: none), the options (disque.core.options), ext_flags:u8 (bit 0:
+#   F_NACK_DELAYED, its requeue time being ``qtime``)
 #
 # Jobs without a key are written as version 1, byte for byte as before the
 # key existed, so files of either kind load in both directions but for keys;
@@ -235,7 +229,8 @@ def serialize(job) -> bytes:
     key = job.dedup
     opts = job.opts
     version = _STORE_VERSION if key is None else _STORE_VERSION_DEDUP
-    if opts is not None:
+    nack_delayed = job.flags & F_NACK_DELAYED
+    if opts is not None or nack_delayed:
         version = _STORE_VERSION_OPTS
     head = _STORE_HEAD.pack(version, job.state, job.repl, job.ctime, job.etime, job.delay, job.retry,
                             job.qtime, job.nacks, job.deliv, job.id)
@@ -245,7 +240,7 @@ def serialize(job) -> bytes:
         parts += (_struct.pack(">H", len(key)), key)
     elif version == _STORE_VERSION_OPTS:
         key = key or b""
-        parts += (_struct.pack(">H", len(key)), key, _struct.pack(">B", opts.priority))
+        parts += (_struct.pack(">H", len(key)), key, _options.encode(opts), b"\x01" if nack_delayed else b"\x00")
     return b"".join(parts)
 
 
@@ -275,13 +270,16 @@ def deserialize(data: bytes):
             if len(key) != n or not key and version == _STORE_VERSION_DEDUP:
                 raise BadRecord("bad dedup key")
             key = key or None
+        ext_flags = 0
         if version == _STORE_VERSION_OPTS:
-            (priority,) = _struct.unpack_from(">B", data, pos)
+            opts, pos = _options.decode(data, pos)
+            (ext_flags,) = _struct.unpack_from(">B", data, pos)
             pos += 1
-            if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-                raise BadRecord("bad priority")
-            opts = JobOptions(priority)
+            if ext_flags > 1:
+                raise BadRecord("bad flags")
     except _struct.error as e:
+        raise BadRecord(str(e)) from None
+    except BadOptions as e:
         raise BadRecord(str(e)) from None
     if pos != len(data) or len(queue) < 0 or any(len(d) != 40 for d in delivered):
         raise BadRecord("bad lengths")
@@ -291,4 +289,6 @@ def deserialize(data: bytes):
     job.deliv = deliv
     job.delivered = delivered
     job.dedup = key
+    if ext_flags:
+        job.flags = F_NACK_DELAYED
     return job

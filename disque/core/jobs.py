@@ -16,7 +16,7 @@ Invariants:
 """
 
 from .job import (
-    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_LOADED, Job, QUEUED, WAIT_REPL,
+    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_LOADED, F_NACK_DELAYED, Job, QUEUED, WAIT_REPL,
     WILLQUEUE_ADVANCE
 )
 from . import messages
@@ -199,7 +199,9 @@ class Jobs:
             job.state = ACTIVE
             # F_LOADED: the other copies may have been acknowledged or
             # queued while this node was down (see disque.core.requeue).
-            job.flags = F_BCAST_QUEUED | (F_BCAST_WILLQUEUE | F_LOADED if job.retry else 0)
+            # A delayed NACK's requeue (F_NACK_DELAYED) still counts nothing.
+            job.flags = (job.flags & F_NACK_DELAYED) | F_BCAST_QUEUED | \
+                (F_BCAST_WILLQUEUE | F_LOADED if job.retry else 0)
             if job.retry == 0:
                 job.qtime = 0
             if enqueue_queued and was_queued:

@@ -155,11 +155,24 @@ class ClusterView:
     def peers(self):
         return [n for n in self.nodes.values() if n is not self.myself]
 
-    def active_peers(self) -> list:
+    def active_peers(self, extensions: bool = False) -> list:
         """IDs of the reachable peers that are not leaving: the nodes that
-        may take new copies of a job and take part in federation."""
+        may take new copies of a job and take part in federation (with
+        ``extensions``, only those that read job options: bus version 3)."""
         me = self.myself
-        return [n.id for n in self.nodes.values() if n is not me and n.reachable and not n.leaving]
+        return [n.id for n in self.nodes.values()
+                if n is not me and n.reachable and not n.leaving and (n.extensions or not extensions)]
+
+    def all_read_extensions(self, node_ids) -> bool:
+        """True when none of ``node_ids`` is a known peer of an older
+        version (one that cannot read NACKDELAY or job options)."""
+        nodes = self.nodes
+        me = self.myself
+        for node_id in node_ids:
+            n = nodes.get(node_id)
+            if n is not None and n is not me and not n.extensions:
+                return False
+        return True
 
     def header(self) -> messages.Header:
         me = self.myself

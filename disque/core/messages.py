@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 # Header flags
 H_LEAVING = 1  # the sender is leaving the cluster
-H_EXTENSIONS = 2  # the sender reads bus version 3: job records with JobOptions (docs/extensions.md)
+H_EXTENSIONS = 2  # the sender reads bus version 3: job options, NACKDELAY (docs/extensions.md)
 
 # Gossip entry flags
 G_PFAIL = 1  # the sender did not hear from that node within the timeout
@@ -108,6 +108,17 @@ class Working(NamedTuple):
     job_id: bytes
 
 
+class NackDelay(NamedTuple):
+    """NACK ... DELAY (or a BACKOFF): the sender queues the job again at
+    ``until`` (ms); a copy waits past that time and, with ``count``,
+    counts the NACK (without: an answer to its WILLQUEUE, nothing new).
+    Bus version 3 only."""
+
+    job_id: bytes
+    until: int
+    count: bool
+
+
 # -- ACK propagation and garbage collection ----------------------------------
 
 class SetAck(NamedTuple):
@@ -146,7 +157,7 @@ class Pause(NamedTuple):
 # Wire type codes: stable, never reused (the bus protocol is versioned).
 TYPES = (
     (1, Meet), (2, Ping), (3, Pong), (4, Fail),
-    (10, ReplJob), (11, GotJob), (12, Enqueue), (13, WillQueue), (14, Queued), (15, Working),
+    (10, ReplJob), (11, GotJob), (12, Enqueue), (13, WillQueue), (14, Queued), (15, Working), (16, NackDelay),
     (20, SetAck), (21, GotAck), (22, DelJob),
     (30, NeedJobs), (31, YourJobs), (32, Pause),
 )

@@ -58,6 +58,7 @@ from .memory import Memory
 from .queues import Queues
 from .requeue import Requeue
 from .schedule import Schedule
+from .deadletter import DeadLetters
 
 CRON_PERIOD_MS = 100  # membership and federation housekeeping
 
@@ -82,6 +83,7 @@ class NodeState:
         self.getjob = GetJob(self)
         self.requeue = Requeue(self)
         self.acks = Acks(self)
+        self.dead_letters = DeadLetters(self)
         # Queues that got jobs while clients wait on them: the runtime may skip
         # getjob.serve_ready() when it is empty.
         self.ready = self.queues.ready

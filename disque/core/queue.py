@@ -291,7 +291,7 @@ class PriorityJobs:
 
 class Queue:
     __slots__ = ("name", "jobs", "ctime", "atime", "flags", "jobs_in", "jobs_out", "acked", "nacked", "waiting",
-                 "fed", "job_defaults")
+                 "fed", "job_defaults", "dead")
 
     def __init__(self, name: bytes, now_s: int):
         self.name = name
@@ -307,6 +307,7 @@ class Queue:
         self.jobs_out = 0
         self.acked = 0  # ACKJOB / FASTACK of its jobs received by this node
         self.nacked = 0  # NACKs of its jobs received by this node
+        self.dead = 0  # its jobs this node moved to a dead-letter queue (QSTAT "dead")
         self.waiting = None  # list of blocked GETJOB records, created on demand
         self.fed = None  # federation state, owned by the federation policy
 

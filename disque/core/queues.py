@@ -17,7 +17,8 @@ Invariants:
 
 from weakref import WeakValueDictionary
 
-from .job import ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, JobExtra, QUEUED
+from .deadletter import is_due
+from .job import ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, F_NACK_DELAYED, JobExtra, QUEUED
 from . import messages
 from .queue import PAUSED_OUT, QUEUE_MAX_IDLE, Queue
 from .table import BucketedDict
@@ -81,37 +82,60 @@ class Queues:
 
     def enqueue(self, job, nack: bool = False, q=None) -> bool:
         """ENQUEUE(job): put an active job in its queue; see queue.c.
-        ``q`` is the job's queue when the caller already looked it up."""
+        ``q`` is the job's queue when the caller already looked it up.
+
+        A re-queue counts a NACK (``nack``) or an additional delivery and
+        sends QUEUED, except the one a delayed NACK scheduled (counted when
+        NACKed).  A job whose re-queue would pass its MAXDELIVERIES goes to
+        its dead-letter queue instead (disque.core.deadletter)."""
         if job.state == QUEUED or job.qtime == 0:
             return False
         if job.retry == 0 and job.flags & F_DELIVERED:
             return False
         node = self.node
+        flags = job.flags
+        if flags & F_NACK_DELAYED and not nack:
+            job.flags = flags & ~F_NACK_DELAYED
+            count = messages.COUNT_NONE
+        elif flags & F_BCAST_QUEUED or nack:
+            job.flags = flags & ~F_NACK_DELAYED
+            if nack:
+                job.nacks += 1
+                q = self.count_nack(job, q)
+                count = messages.COUNT_NACK
+            else:
+                job.deliv += 1
+                count = messages.COUNT_DELIVERY
+            if job.extra.opts is not None and is_due(job):
+                node.dead_letters.move(job)
+                return True
+        else:
+            job.flags = flags | F_BCAST_QUEUED
+            count = -1
         job.state = QUEUED
         if job.retry:
             job.flags |= F_BCAST_WILLQUEUE
             job.qtime = node.jobs.requeue_time(job)
         else:
             job.qtime = 0
-        if job.flags & F_BCAST_QUEUED or nack:
-            if nack:
-                job.nacks += 1
-            else:
-                job.deliv += 1
-            count = messages.COUNT_NACK if nack else messages.COUNT_DELIVERY
+        if count >= 0:
             node.cluster.send_to_copies(job, messages.Queued(job.id, count))
-        else:
-            job.flags |= F_BCAST_QUEUED
         node.jobs.update_awake(job)
         if q is None:
             q = self.queue_for(job.queue)
-        if nack:
-            q.nacked += 1
-            self.nacked += 1
         q.push(job, node.now // 1000)
         if q.waiting and not q.flags & PAUSED_OUT:
             self.ready.append(q)
         return True
+
+    def count_nack(self, job, q=None) -> Queue:
+        """A NACK of ``job`` received here: its queue's and the node's
+        counters.  Returns the queue (``q`` if given)."""
+        if q is None:
+            q = self.queue_for(job.queue)
+        q.nacked += 1
+        self.nacked += 1
+        return q
 
     def enqueue_first(self, job) -> bool:
         """ENQUEUE a job as its first queueing on this node, not as a

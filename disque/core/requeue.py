@@ -16,6 +16,12 @@ Invariants:
 * a RETRY 0 (at-most-once) job is never queued again by the node itself;
 * a job queued on two nodes at once is dequeued on the one whose ID is
   lower when QUEUED crosses (the original's tie break);
+* a NACK with a delay (``NACK ... DELAY ms`` or the job's BACKOFF, an
+  extension: docs/extensions.md) keeps the job active until ``qtime`` on
+  the node that got it, with ``F_NACK_DELAYED`` (that requeue counts
+  nothing more); NACKDELAY tells the other copies, which count the NACK and
+  wait RETRY past that time, and the NACKing node answers a WILLQUEUE with
+  it again: no copy queues the job before its time while the two can talk;
 * a job loaded from the AOF (``F_LOADED``) is not queued before its
   WILLQUEUE went to every other copy that counts as reachable, over a
   link that is up, and ``WILLQUEUE_ADVANCE`` passed for their answers
@@ -24,8 +30,10 @@ Invariants:
   would otherwise queue it at once, before the node could hear of either.
 """
 
+from .deadletter import is_due
 from .job import (
-    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_LOADED, LOADED_RECHECK, QUEUED, WILLQUEUE_ADVANCE
+    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, F_LOADED, F_NACK_DELAYED, LOADED_RECHECK,
+    QUEUED, WILLQUEUE_ADVANCE
 )
 from . import messages
 from .errors import CommandError
@@ -92,6 +100,57 @@ class Requeue:
                 n += 1
         return n
 
+    def nack_jobs(self, ids, delay=None) -> int:
+        """NACK: queue the active jobs again, at once or after ``delay`` ms
+        (``NACK ... DELAY``; without it a job's BACKOFF, if any, decides).
+        Returns how many were queued, delayed or dead-lettered.  A delay is
+        refused (before any job changes) for a job with a copy on a node of
+        the previous version, which could not honour it."""
+        jobs = self._jobs
+        if delay:
+            for job_id in ids:
+                job = jobs.get(job_id)
+                if job is not None and not self._cluster.all_read_extensions(job.delivered):
+                    raise CommandError(b"ERR", b"NACK DELAY needs every node with a copy of the job to support it; "
+                                               b"job " + job_id + b" has a copy on a node of an older version")
+        enqueue = self._queues.enqueue
+        rng = self.node.rng.random
+        n = 0
+        for job_id in ids:
+            job = jobs.get(job_id)
+            if job is None or job.state != ACTIVE:
+                continue
+            wait = delay
+            if wait is None:
+                opts = job.extra.opts
+                wait = opts.backoff_delay(job.nacks + 1, rng) if opts is not None and opts.backoff else 0
+            if wait > 0:
+                if self.nack_later(job, wait):
+                    n += 1
+            elif enqueue(job, True):
+                n += 1
+        return n
+
+    def nack_later(self, job, delay: int) -> bool:
+        """NACK ``job`` (active here) and queue it again ``delay`` ms from
+        now: the NACK counts now (and may make it a dead letter), the
+        copies hear NACKDELAY, the AOF gets the new requeue time."""
+        if job.qtime == 0 or job.retry == 0 and job.flags & F_DELIVERED:
+            return False  # as enqueue(): at most once
+        node = self.node
+        job.nacks += 1
+        self._queues.count_nack(job)
+        if job.extra.opts is not None and is_due(job):
+            node.dead_letters.move(job)
+            return True
+        until = node.now + delay
+        job.flags |= F_NACK_DELAYED | F_BCAST_QUEUED | (F_BCAST_WILLQUEUE if job.retry else 0)
+        job.qtime = until
+        self._jobs.update_awake(job)
+        self._cluster.send_to_copies(job, messages.NackDelay(job.id, until, True))
+        self._jobs.log_added(job)
+        return True
+
     def dequeue_jobs(self, ids) -> int:
         jobs = self._jobs
         dequeue = self._queues.dequeue
@@ -132,6 +191,25 @@ class Requeue:
             self._cluster.send_to_copies(job, messages.Queued(job.id, messages.COUNT_NONE))
         elif job.state == ACKED:
             self._cluster.send(sender, messages.SetAck(job.id, len(job.delivered)))
+        elif job.flags & F_NACK_DELAYED and job.qtime > self.node.now:
+            # The sender missed (or crossed) our NACKDELAY: it must wait too.
+            self._cluster.send(sender, messages.NackDelay(job.id, job.qtime, False))
+
+    def on_nackdelay(self, sender, msg) -> None:
+        """A copy was NACKed with a delay on ``sender``: count the NACK
+        (unless this repeats one) and requeue only RETRY after its time."""
+        job = self._jobs.get(msg.job_id)
+        if job is None or job.state == ACKED:
+            return
+        if job.state == QUEUED:
+            self._queues.dequeue(job)
+        if msg.count:
+            job.nacks += 1
+        if job.retry:
+            job.flags |= F_BCAST_QUEUED | F_BCAST_WILLQUEUE
+            until = min(msg.until, job.etime)
+            self._jobs.set_requeue_time(job, until + job.retry * 1000 + self._jobs.jitter())
+        self._jobs.log_added(job)
 
     def on_queued(self, sender, msg) -> None:
         job = self._jobs.get(msg.job_id)
@@ -158,4 +236,4 @@ class Requeue:
 
     def handlers(self):
         return {messages.WillQueue: self.on_willqueue, messages.Queued: self.on_queued,
-                messages.Working: self.on_working}
+                messages.Working: self.on_working, messages.NackDelay: self.on_nackdelay}
