@@ -64,7 +64,8 @@ def test_add_job_extension_arguments():
     ({"backoff": "500"}, TypeError, "backoff must be an integer"),
     ({"max_deliveries": 0}, ValueError, "max_deliveries must be between 1 and"),
     ({"max_deliveries": -1}, ValueError, "max_deliveries"),
-    ({"deadletter": ""}, ValueError, "deadletter must be a queue name"),
+    ({"deadletter": ""}, ValueError, "deadletter must name a queue other than the job's own"),
+    ({"deadletter": b"q"}, ValueError, "deadletter must name a queue other than the job's own"),
 ])
 def test_add_job_extension_arguments_are_checked_before_sending(kwargs, error, message):
     with pytest.raises(error) as e:
@@ -80,6 +81,9 @@ def test_nack_with_a_delay():
     assert C.nack(job).args == ["NACK", JOB_ID]
     with pytest.raises(ValueError, match="delay must be between 0 and"):
         C.nack(job, delay=-1)
+    assert C.nack(job, delay=10 ** 15).args[-1] == 10 ** 15  # the node takes up to ~2^61 ms
+    with pytest.raises(ValueError, match="delay must be between 0 and"):
+        C.nack(job, delay=1 << 61)
     with pytest.raises(TypeError, match="delay must be an integer"):
         C.nack(job, delay="1s")
     with pytest.raises(TypeError):
@@ -153,7 +157,7 @@ def test_pairs_types():
                    "pause": "none", "offset": -5}
     assert pairs(None) is None
     # SHOW's fields of the extensions: a list of integers stays integers.
-    ext = pairs([b"priority", 9, b"backoff", [500, 60000], b"dead-letter", b"q:dead", b"redeliver-at", 17])
+    ext = pairs([b"priority", 9, b"backoff", [b"500", b"60000"], b"dead-letter", b"q:dead", b"redeliver-at", 17])
     assert ext == {"priority": 9, "backoff": [500, 60000], "dead-letter": "q:dead", "redeliver-at": 17}
 
 

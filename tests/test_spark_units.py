@@ -14,11 +14,13 @@ from disque.spark.offsets import (initial_offset, job_count, make_offset, pack_i
                                   unpack_ids)
 from disque.spark.options import (READ, STREAM_READ_MODE, WRITE_MODE, OptionError, parse_nodes,
                                   parse_options)
-from disque.spark.stream_read import StreamReader, read_partition
+from disque.spark.connection import DisqueSparkError
+from disque.spark.stream_read import StreamReader, is_spent, read_partition
+from disque.spark.write import _commands, check_schema
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_support import add_jobs, qlen
-from support import NodeProcess, free_port, show
+from support import NodeProcess, call, free_port, show
 
 
 # -- options ------------------------------------------------------------------
@@ -54,6 +56,111 @@ def test_bad_options_name_the_problem(raw, mode, message):
     with pytest.raises(OptionError) as e:
         parse_options(raw, mode)
     assert message in str(e.value) and str(e.value).startswith("disque: ")
+
+
+def test_extension_options_of_writes():
+    w = parse_options({"queue": "q", "priority": "9", "backoff": "500", "maxDeliveries": "3",
+                       "deadLetter": "q-dead", "retry": "10"}, WRITE_MODE)
+    assert w.priority == 9 and w.backoff == (500,) and w.max_deliveries == 3 and w.dead_letter == "q-dead"
+    # PRIORITY is per row (_commands); the rest is the same for every row.
+    assert w.addjob_args() == [b"RETRY", b"10", b"BACKOFF", b"FIXED", b"500", b"MAXDELIVERIES", b"3",
+                               b"DEADLETTER", b"q-dead"]
+    w = parse_options({"queue": "q", "backoff": " 100 , 60000", "priorityColumn": "p"}, WRITE_MODE)
+    assert w.backoff == (100, 60000) and w.priority_column == "p" and w.priority is None
+    assert w.addjob_args() == [b"BACKOFF", b"EXP", b"100", b"60000"]
+    # DEADLETTER alone is the node's to refuse (unless it has a default).
+    assert parse_options({"queue": "q", "deadLetter": "d"}, WRITE_MODE).addjob_args() == [b"DEADLETTER", b"d"]
+    plain = parse_options({"queue": "q"}, WRITE_MODE)
+    assert plain.priority is plain.backoff is plain.max_deliveries is plain.dead_letter is None
+    assert plain.addjob_args() == []
+
+
+def test_extension_options_of_streaming_reads():
+    o = parse_options({"queue": "a,b", "nackDelayMs": "60000", "maxDeliveries": "2"}, STREAM_READ_MODE)
+    assert o.nack_delay_ms == 60000 and o.max_deliveries == 2 and o.dead_letter is None
+    assert o.dead_letter_queue("a") == "a:dead" and o.dead_letter_queue("b") == "b:dead"
+    o = parse_options({"queue": "a", "nackDelayMs": "0", "maxDeliveries": "1", "deadLetter": "poison"},
+                      STREAM_READ_MODE)
+    assert o.nack_delay_ms == 0 and o.dead_letter_queue("a") == "poison"
+    o = parse_options({"queue": "a", "nackDelayMs": "100"}, STREAM_READ_MODE)
+    assert o.nack_delay_ms == 100 and o.max_deliveries is None
+
+
+@pytest.mark.parametrize("raw, mode, message", [
+    ({"queue": "q", "priority": "0"}, WRITE_MODE, "'priority' must be between 1 and 9, got 0"),
+    ({"queue": "q", "priority": "10"}, WRITE_MODE, "'priority' must be between 1 and 9"),
+    ({"queue": "q", "priority": "high"}, WRITE_MODE, "'priority' must be an integer"),
+    ({"queue": "q", "priority": "5"}, STREAM_READ_MODE, "'priority' applies to writes only"),
+    ({"queue": "q", "priorityColumn": " "}, WRITE_MODE, "'priorityColumn' is empty"),
+    ({"queue": "q", "backoff": "0"}, WRITE_MODE, "'backoff' must be between 1 and 4294967295 ms, got 0"),
+    ({"queue": "q", "backoff": "1,2,3"}, WRITE_MODE, "'backoff' must be ms (FIXED) or base-ms,max-ms (EXP)"),
+    ({"queue": "q", "backoff": "fast"}, WRITE_MODE, "'backoff' must be ms (FIXED)"),
+    ({"queue": "q", "backoff": "500,100"}, WRITE_MODE, "the max (100 ms) is below the base (500 ms)"),
+    ({"queue": "q", "backoff": "4294967296"}, WRITE_MODE, "'backoff' must be between 1 and"),
+    ({"queue": "q", "maxDeliveries": "0"}, WRITE_MODE, "'maxDeliveries' must be between 1 and"),
+    ({"queue": "q", "maxDeliveries": "2"}, READ, "'maxDeliveries' applies to writes and streaming reads, not to a read"),
+    ({"queue": "q", "deadLetter": "d"}, READ, "'deadLetter' applies to writes and streaming reads"),
+    ({"queue": "q", "nackDelayMs": "5"}, READ, "'nackDelayMs' applies to streaming reads only"),
+    ({"queue": "q", "nackDelayMs": "5"}, WRITE_MODE, "'nackDelayMs' applies to streaming reads only"),
+    ({"queue": "q", "nackDelayMs": "-1"}, STREAM_READ_MODE, "'nackDelayMs' must be between 0 and"),
+    ({"queue": "q", "maxDeliveries": "3"}, STREAM_READ_MODE, "'maxDeliveries' needs 'nackDelayMs'"),
+    ({"queue": "q", "deadLetter": "d", "nackDelayMs": "1"}, STREAM_READ_MODE, "'deadLetter' needs 'maxDeliveries'"),
+    ({"queue": "q,d", "deadLetter": "d", "maxDeliveries": "1", "nackDelayMs": "1"}, STREAM_READ_MODE,
+     "the dead-letter queue 'd' (of queue 'q') is also read by this query"),
+    ({"queue": "q,q:dead", "maxDeliveries": "1", "nackDelayMs": "1"}, STREAM_READ_MODE,
+     "the dead-letter queue 'q:dead' (of queue 'q') is also read"),
+])
+def test_bad_extension_options_name_the_problem(raw, mode, message):
+    with pytest.raises(OptionError) as e:
+        parse_options(raw, mode)
+    assert message in str(e.value) and str(e.value).startswith("disque: ")
+
+
+def test_write_commands_carry_each_rows_priority():
+    o = parse_options({"queue": "q", "priority": "2", "backoff": "10,20"}, WRITE_MODE)
+    o.priority_column = "p"
+    rows = [(None, b"a", None, None), ("q2", "b", "k", 9), (None, b"c", None, 1)]
+    cmds = list(_commands(iter(rows), o, "w", 0))
+    assert cmds[0][:4] == [b"ADDJOB", b"q", b"a", b"5000"]
+    assert cmds[0][4:-2] == [b"BACKOFF", b"EXP", b"10", b"20", b"PRIORITY", b"2"]  # the option
+    assert cmds[1][1:3] == [b"q2", b"b"] and cmds[1][4:] == [b"BACKOFF", b"EXP", b"10", b"20", b"PRIORITY", b"9",
+                                                             b"DEDUP", b"k"]  # the row's value wins
+    assert cmds[2][8:10] == [b"PRIORITY", b"1"]
+    assert cmds[0][-2] == b"DEDUP" and cmds[0][-1] == derived_key("w", 0, 0, b"q", b"a")
+    # Without the option, a row without a priority gets none (the node's default).
+    bare = parse_options({"queue": "q"}, WRITE_MODE)
+    assert list(_commands(iter([(None, b"a", None, None)]), bare, "w", 0))[0][4] == b"DEDUP"
+    with pytest.raises(DisqueSparkError, match="row 1 of partition 3 has priority 10 .column 'p'.: it must be "
+                                              "between 1 and 9"):
+        list(_commands(iter([(None, b"a", None, 1), (None, b"b", None, 10)]), o, "w", 3))
+
+
+def test_check_schema_finds_the_priority_column():
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    def schema(**cols):
+        return StructType([StructField(n, t) for n, t in cols.items()])
+
+    o = parse_options({"queue": "q"}, WRITE_MODE)
+    check_schema(o, schema(body=StringType()))
+    assert o.priority_column is None
+    check_schema(o, schema(body=StringType(), priority=LongType()))
+    assert o.priority_column == "priority"  # found by its name
+    o = parse_options({"queue": "q", "priorityColumn": "urgency"}, WRITE_MODE)
+    check_schema(o, schema(body=StringType(), urgency=IntegerType(), priority=StringType()))
+    assert o.priority_column == "urgency"
+    with pytest.raises(OptionError, match="column 'priority' .option 'priorityColumn'. must be tinyint or "
+                                          "smallint or int or bigint, not string"):
+        check_schema(parse_options({"queue": "q"}, WRITE_MODE), schema(body=StringType(), priority=StringType()))
+    with pytest.raises(OptionError, match="column 'urgency' .option 'priorityColumn'. is not in the DataFrame"):
+        check_schema(parse_options({"queue": "q", "priorityColumn": "urgency"}, WRITE_MODE),
+                     schema(body=StringType()))
+
+
+def test_spent_jobs_are_those_delivered_max_deliveries_times():
+    assert not is_spent(0, 0, None) and not is_spent(100, 100, None)
+    assert not is_spent(0, 0, 1) and is_spent(1, 0, 1) and is_spent(0, 1, 1)
+    assert not is_spent(1, 1, 3) and is_spent(2, 1, 3) and is_spent(5, 0, 3)
 
 
 def test_parse_nodes():
@@ -238,3 +345,73 @@ def test_working_heartbeat_keeps_jobs_from_being_requeued(node):
     while qlen(node, "sq") < 4 and time.time() < deadline:
         time.sleep(0.1)
     assert qlen(node, "sq") == 4
+
+
+# -- dead letters and NACK on stop, by hand ---------------------------------------
+
+def _deliver_again(node, queue, times):
+    """GETJOB then NACK every job of ``queue``, ``times`` times (each NACK
+    counts a delivery)."""
+    for _ in range(times):
+        jobs = call(node, "GETJOB", "NOHANG", "COUNT", 100, "FROM", queue)
+        call(node, "NACK", *[j[1] for j in jobs])
+
+
+def test_fetch_moves_jobs_delivered_max_deliveries_times_to_the_dead_letter_queue(node):
+    spent = add_jobs(node, "dq", [b"poison"])[0]
+    _deliver_again(node, "dq", 2)  # nacks 2: delivered twice
+    fresh = add_jobs(node, "dq", [b"fine"])[0]
+    r = _reader(node, queue="dq", maxDeliveries="2", nackDelayMs="60000")
+    try:
+        end = r.latestOffset(r.initialOffset(), ReadMaxRows(100))
+        # Only the fresh job reaches Spark; the spent one is in dq:dead, keyed
+        # by its ID, and acknowledged.
+        assert end["jobs"] == {"127.0.0.1:%d" % node.port: [fresh.decode()]}
+        state = show(node, spent)
+        assert state is None or state[b"state"] == b"acked"
+        dead = call(node, "QPEEK", "dq:dead", 10)
+        assert [(j[0], j[2]) for j in dead] == [(b"dq:dead", b"poison")]
+        # Its DEDUP key is the original's ID: moving it again adds nothing.
+        assert call(node, "ADDJOB", "dq:dead", b"poison", 0, "DEDUP", spent) == dead[0][1]
+        assert qlen(node, "dq:dead") == 1
+    finally:
+        r.stop()
+
+
+def test_fetch_below_the_limit_hands_every_job_to_spark(node):
+    ids = add_jobs(node, "dq2", [b"a", b"b"])
+    _deliver_again(node, "dq2", 2)
+    r = _reader(node, queue="dq2", maxDeliveries="3", nackDelayMs="60000", deadLetter="graveyard")
+    try:
+        end = r.latestOffset(r.initialOffset(), ReadMaxRows(100))
+        assert sorted(end["jobs"]["127.0.0.1:%d" % node.port]) == sorted(i.decode() for i in ids)
+        assert qlen(node, "graveyard") == 0
+    finally:
+        r.stop()
+
+
+def test_replayed_batch_moves_spent_jobs_instead_of_reading_them(node):
+    """A restarted query replays a batch by ID: the counters of SHOW decide."""
+    ids = add_jobs(node, "dq3", [b"p0", b"p1", b"p2"])
+    r = _reader(node, queue="dq3", maxDeliveries="1", nackDelayMs="60000", deadLetter="dq3-dead")
+    end = r.latestOffset(r.initialOffset(), ReadMaxRows(100))
+    r._pending.clear()  # as if the driver died: no NACK on stop
+    r.stop()
+    assert job_count(end) == 3
+    # One job of the batch was NACKed meanwhile (a failed attempt): spent.
+    call(node, "NACK", ids[1])
+    r2 = _reader(node, queue="dq3", maxDeliveries="1", nackDelayMs="60000", deadLetter="dq3-dead")
+    try:
+        parts = r2.partitions(r2.initialOffset(), end)
+        assert [p.rows for p in parts] == [None] and parts[0].dead == (1, "dq3-dead")
+        read = [row for p in parts for b in read_partition(p) for row in b.to_pylist()]
+        assert sorted(row["body"] for row in read) == [b"p0", b"p2"]
+        assert [(j[0], j[2]) for j in call(node, "QPEEK", "dq3-dead", 10)] == [(b"dq3-dead", b"p1")]
+        state = show(node, ids[1])
+        assert state is None or state[b"state"] == b"acked"
+        # A task retry reads the same jobs and moves nothing twice.
+        again = [row for p in parts for b in read_partition(p) for row in b.to_pylist()]
+        assert sorted(row["body"] for row in again) == [b"p0", b"p2"] and qlen(node, "dq3-dead") == 1
+    finally:
+        r2._pending.clear()
+        r2.stop()

@@ -92,6 +92,8 @@ def _value(key: str, value):
     if key == "body" or isinstance(value, int):
         return value
     if isinstance(value, list):
+        if key == "backoff":  # [base, max] in ms (an extension's field)
+            return [int(v) for v in value]
         return [v if isinstance(v, int) else text(v) for v in value]
     s = text(value)
     if s and (s.isdigit() or (s[0] == "-" and s[1:].isdigit())):
@@ -182,6 +184,7 @@ def _opt(args: list, name: str, value):
 # Ranges of the extensions (docs/extensions.md), checked before a call is sent.
 PRIORITY_MIN, PRIORITY_MAX = 1, 9
 _U32 = (1 << 32) - 1
+_MAX_NACK_DELAY_MS = ((1 << 61) // 1000) * 1000
 
 
 def _ranged(name: str, value, low: int, high: int) -> int:
@@ -266,8 +269,8 @@ class Commands:
         if max_deliveries is not None:
             args += ("MAXDELIVERIES", _ranged("max_deliveries", max_deliveries, 1, _U32))
         if deadletter is not None:
-            if not deadletter:
-                raise ValueError("deadletter must be a queue name, got %r" % (deadletter,))
+            if not deadletter or text(deadletter) == text(queue):
+                raise ValueError("deadletter must name a queue other than the job's own, got %r" % (deadletter,))
             args += ("DEADLETTER", deadletter)
         return self._run(Call(args, _text_reply))
 
@@ -314,7 +317,7 @@ class Commands:
         ids, prefer = _jobs_args(jobs)
         args = ["NACK"] + ids
         if delay is not None:
-            args += ("DELAY", _ranged("delay", delay, 0, _U32))
+            args += ("DELAY", _ranged("delay", delay, 0, _MAX_NACK_DELAY_MS))
         return self._run(Call(args, _int_reply, prefer=prefer))
 
     def working(self, job):

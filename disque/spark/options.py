@@ -11,7 +11,12 @@ Invariants of a parsed :class:`Options`:
 * ``nodes`` is a non-empty tuple of ``(host, port)`` seeds, in the order given;
 * ``queues`` is a non-empty tuple of distinct queue names (str), unless
   ``queueColumn`` names a per-row queue for a write;
-* every number is within the range the server accepts.
+* every number is within the range the server accepts;
+* ``backoff`` is None, ``(ms,)`` (FIXED) or ``(base, max)`` with
+  ``base <= max`` (EXP);
+* a streaming read with ``max_deliveries`` has ``nack_delay_ms`` too, and
+  its dead-letter queue (``dead_letter``, or ``<queue>:dead`` for each
+  queue) is none of the queues it reads.
 """
 
 from typing import Dict, Optional, Tuple
@@ -23,12 +28,21 @@ DEFAULT_WORKING_INTERVAL_S = 5.0
 
 COMMON = ("nodes", "queue", "password")
 WRITE = ("replicate", "retry", "ttl", "delay", "async", "timeout",
-         "bodycolumn", "queuecolumn", "dedupcolumn")
-STREAM_READ = ("maxjobspertrigger", "workinginterval")
+         "bodycolumn", "queuecolumn", "dedupcolumn", "priority", "prioritycolumn", "backoff",
+         "maxdeliveries", "deadletter")
+STREAM_READ = ("maxjobspertrigger", "workinginterval", "nackdelayms", "maxdeliveries", "deadletter")
 
 # Spelling used in messages (users write camelCase; Spark lowercases it).
 _DISPLAY = {"bodycolumn": "bodyColumn", "queuecolumn": "queueColumn", "dedupcolumn": "dedupColumn",
-            "maxjobspertrigger": "maxJobsPerTrigger", "workinginterval": "workingInterval"}
+            "maxjobspertrigger": "maxJobsPerTrigger", "workinginterval": "workingInterval",
+            "prioritycolumn": "priorityColumn", "maxdeliveries": "maxDeliveries", "deadletter": "deadLetter",
+            "nackdelayms": "nackDelayMs"}
+
+# The extensions' ranges (docs/extensions.md).
+PRIORITY_MIN, PRIORITY_MAX = 1, 9
+MAX_U32 = (1 << 32) - 1
+MAX_NACK_DELAY_MS = ((1 << 61) // 1000) * 1000
+DEAD_SUFFIX = ":dead"
 
 # Options Spark itself adds to a streaming sink's or source's map.
 _SPARK_OWNED = ("checkpointlocation",)
@@ -45,7 +59,8 @@ class Options:
 
     __slots__ = ("nodes", "queues", "password", "replicate", "retry", "ttl", "delay",
                  "async_", "timeout_ms", "body_column", "queue_column", "dedup_column",
-                 "max_jobs_per_trigger", "working_interval")
+                 "max_jobs_per_trigger", "working_interval", "priority", "priority_column", "backoff",
+                 "max_deliveries", "dead_letter", "nack_delay_ms")
 
     def __init__(self, **kw):
         for name in self.__slots__:
@@ -76,7 +91,21 @@ class Options:
             out += [b"TTL", b"%d" % self.ttl]
         if self.async_:
             out.append(b"ASYNC")
+        if self.backoff is not None:
+            if len(self.backoff) == 1:
+                out += [b"BACKOFF", b"FIXED", b"%d" % self.backoff[0]]
+            else:
+                out += [b"BACKOFF", b"EXP", b"%d" % self.backoff[0], b"%d" % self.backoff[1]]
+        if self.max_deliveries is not None:
+            out += [b"MAXDELIVERIES", b"%d" % self.max_deliveries]
+        if self.dead_letter is not None:
+            out += [b"DEADLETTER", self.dead_letter.encode()]
         return out
+
+    def dead_letter_queue(self, queue: str) -> str:
+        """Where a streaming read moves a job of ``queue`` that has used
+        its ``max_deliveries``."""
+        return self.dead_letter or queue + DEAD_SUFFIX
 
 
 def _name(key):
@@ -145,6 +174,26 @@ def _bool(opts, key):
     raise OptionError("disque: option '%s' must be true or false, got %r" % (_name(key), opts[key]))
 
 
+def _backoff(opts) -> Optional[Tuple[int, ...]]:
+    """``"500"`` -> (500,) (BACKOFF FIXED); ``"500,60000"`` -> (500, 60000) (EXP)."""
+    if "backoff" not in opts:
+        return None
+    raw = opts["backoff"].strip()
+    parts = [p.strip() for p in raw.split(",")]
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        values = ()
+    if len(values) not in (1, 2):
+        raise OptionError("disque: option 'backoff' must be ms (FIXED) or base-ms,max-ms (EXP), got %r" % raw)
+    for v in values:
+        if not 1 <= v <= MAX_U32:
+            raise OptionError("disque: option 'backoff' must be between 1 and %d ms, got %d" % (MAX_U32, v))
+    if len(values) == 2 and values[1] < values[0]:
+        raise OptionError("disque: option 'backoff': the max (%d ms) is below the base (%d ms)" % (values[1], values[0]))
+    return values
+
+
 def _column(opts, key, default=None) -> Optional[str]:
     if key not in opts:
         return default
@@ -166,6 +215,9 @@ def parse_options(raw: Dict[str, str], mode: str) -> Options:
     for key in sorted(opts):
         if key in allowed or key in _SPARK_OWNED:
             continue
+        if key in WRITE and key in STREAM_READ:
+            raise OptionError("disque: option '%s' applies to writes and streaming reads, not to a %s"
+                              % (_name(key), mode))
         if key in WRITE:
             raise OptionError("disque: option '%s' applies to writes only, not to a %s" % (_name(key), mode))
         if key in STREAM_READ:
@@ -184,6 +236,22 @@ def parse_options(raw: Dict[str, str], mode: str) -> Options:
         raise OptionError("disque: a write takes one queue, got %d (%s); use 'queueColumn' to spread rows"
                           % (len(queues), ",".join(queues)))
     password = opts.get("password") or None
+    max_deliveries = _int(opts, "maxdeliveries", 1, MAX_U32)
+    dead_letter = _column(opts, "deadletter")
+    nack_delay_ms = _int(opts, "nackdelayms", 0, MAX_NACK_DELAY_MS)
+    if mode == STREAM_READ_MODE:
+        if dead_letter is not None and max_deliveries is None:
+            raise OptionError("disque: option 'deadLetter' needs 'maxDeliveries' (the deliveries after which "
+                              "a job is moved there)")
+        if max_deliveries is not None and nack_delay_ms is None:
+            raise OptionError("disque: option 'maxDeliveries' needs 'nackDelayMs': the jobs of a failed batch "
+                              "count a delivery only when the source NACKs them as the query stops")
+        if max_deliveries is not None:
+            for q in queues:
+                target = dead_letter or q + DEAD_SUFFIX
+                if target in queues:
+                    raise OptionError("disque: the dead-letter queue '%s' (of queue '%s') is also read by this "
+                                      "query: set 'deadLetter' to another queue" % (target, q))
     return Options(
         nodes=nodes, queues=queues, password=password,
         replicate=_int(opts, "replicate", 1, 65535),
@@ -197,4 +265,10 @@ def parse_options(raw: Dict[str, str], mode: str) -> Options:
         dedup_column=_column(opts, "dedupcolumn"),
         max_jobs_per_trigger=_int(opts, "maxjobspertrigger", 1, 10 ** 7, DEFAULT_MAX_JOBS_PER_TRIGGER),
         working_interval=_float(opts, "workinginterval", 0.1, DEFAULT_WORKING_INTERVAL_S),
+        priority=_int(opts, "priority", PRIORITY_MIN, PRIORITY_MAX),
+        priority_column=_column(opts, "prioritycolumn"),
+        backoff=_backoff(opts),
+        max_deliveries=max_deliveries,
+        dead_letter=dead_letter,
+        nack_delay_ms=nack_delay_ms,
     )

@@ -21,6 +21,20 @@ The life of a job:
    nodes do not requeue them while the batch runs.
 4. ``commit(end)`` (Spark calls it once the batch's sink has returned,
    when it plans the next batch) ACKs ``end``'s jobs.
+5. With ``nackDelayMs``, ``stop()`` (the query stops, or fails) NACKs the
+   jobs of every batch not committed with ``DELAY nackDelayMs``: they come
+   back after that delay, counting a NACK, instead of after their RETRY.
+
+Dead letters (``maxDeliveries``, which needs ``nackDelayMs``): a job whose
+counters say it was delivered ``maxDeliveries`` times already (``nacks +
+additional-deliveries >= maxDeliveries``) is not handed to Spark again.  It
+is moved: ``ADDJOB <deadLetter or queue:dead> body 5000 DEDUP <job id>`` on
+the node it came from, then ``ACKJOB`` there.  The check is made on the
+counters of GETJOB (``_fetch``) and, for a replayed batch read by ID, on
+those of SHOW (:func:`read_partition`), where every failed attempt of that
+batch added a NACK.  A job that could not be moved (an error reply, a lost
+connection) is delivered as usual: never lost, and tried again at its
+next delivery.
 
 Invariants:
 
@@ -44,7 +58,7 @@ from .connection import (Connection, ConnectError, DisqueSparkError, ServerError
                          discover, split_address)
 from .offsets import (initial_offset, job_count, make_offset, offset_jobs, offset_seq,
                       pack_ids, plan_partitions, unpack_ids)
-from .schema import stream_batches, stream_row, stream_row_from_show
+from .schema import show_fields, stream_batches, stream_row, stream_row_from_show
 
 try:  # PySpark >= 4.1
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -59,7 +73,8 @@ except ImportError:  # pragma: no cover
 
 GETJOB_COUNT = 1000          # jobs asked for per GETJOB
 ALL_AVAILABLE_CAP = 1000000  # jobs per batch when Spark asks for everything
-ACK_CHUNK = 500              # IDs per ACKJOB
+ACK_CHUNK = 500              # IDs per ACKJOB (and NACK)
+DEAD_LETTER_TIMEOUT_MS = 5000  # ADDJOB ms-timeout of a dead letter
 MIN_WORKING_PERIOD_S = 0.2
 NODES_REFRESH_S = 30.0
 
@@ -73,51 +88,114 @@ class StreamPartition(InputPartition):
     blob of 40-byte IDs), the rows when known (else None: read SHOWs the
     IDs), every node's address (fallback for SHOW) and the password."""
 
-    def __init__(self, addr, ids, rows, nodes, password):
+    def __init__(self, addr, ids, rows, nodes, password, dead=None):
         super().__init__(addr)
         self.addr = addr
         self.ids = ids
         self.rows = rows
         self.nodes = nodes
         self.password = password
+        self.dead = dead  # (maxDeliveries, deadLetter or None) when set
+
+
+def is_spent(nacks: int, deliveries: int, max_deliveries) -> bool:
+    """True when a job with these counters was delivered ``max_deliveries``
+    times already (the first delivery, plus one per NACK or additional
+    delivery): it must not be delivered again."""
+    return max_deliveries is not None and 1 + nacks + deliveries > max_deliveries
+
+
+def dead_letter_queue(dead_letter, queue: str) -> str:
+    return dead_letter or queue + ":dead"
+
+
+def move_to_dead_letters(conn, jobs, dead_letter) -> List[str]:
+    """Move ``jobs`` ([(id, queue, body)]) to their dead-letter queue on
+    ``conn``'s node: ADDJOB with DEDUP <id> (a retry, or another process
+    moving the same job, adds it once), then ACKJOB the ones added.
+    Returns the IDs moved; the others are left as they are (warned)."""
+    if not jobs:
+        return []
+    replies = conn.pipeline([("ADDJOB", dead_letter_queue(dead_letter, queue), body, DEAD_LETTER_TIMEOUT_MS,
+                              "DEDUP", job_id) for job_id, queue, body in jobs], 256)
+    moved = []
+    for (job_id, queue, _), reply in zip(jobs, replies):
+        if isinstance(reply, ServerError):
+            check_auth(reply, conn.addr)
+            _warn("could not move job %s of queue %s to %s on %s: %s (it is delivered as usual)"
+                  % (job_id, queue, dead_letter_queue(dead_letter, queue), conn.addr, reply))
+        else:
+            moved.append(job_id)
+    if moved:
+        acks = conn.pipeline([("ACKJOB", *moved[i:i + ACK_CHUNK]) for i in range(0, len(moved), ACK_CHUNK)], 64)
+        for reply in acks:
+            if isinstance(reply, ServerError):
+                _warn("ACKJOB of dead-lettered jobs on %s: %s" % (conn.addr, reply))
+        _warn("moved %d job(s) delivered too often to their dead-letter queue on %s" % (len(moved), conn.addr))
+    return moved
 
 
 def read_partition(partition: StreamPartition):
     """RecordBatches of the partition's jobs, in its ID order.  Without
     rows: SHOW on the partition's node, then on the other nodes for IDs it
-    does not hold; jobs gone or already acknowledged are skipped."""
+    does not hold; jobs gone or already acknowledged are skipped, and with
+    ``maxDeliveries`` jobs delivered that often are moved to their
+    dead-letter queue (on the node that showed them) instead."""
     if partition.rows is not None:
         yield from stream_batches(partition.rows)
         return
     ids = unpack_ids(partition.ids)
     found = {}
+    moved = set()
+    max_deliveries, dead_letter = partition.dead or (None, None)
     order = [partition.addr] + [a for a in partition.nodes if a != partition.addr]
     missing = ids
     for addr in order:
         if not missing:
             break
         host, port = split_address(addr)
+        here = {}
         try:
             with Connection(host, port, partition.password) as conn:
                 replies = conn.pipeline([("SHOW", i) for i in missing], 512)
-        except ConnectError:
-            continue
-        for job_id, reply in zip(missing, replies):
-            if isinstance(reply, ServerError):
-                raise reply
-            if reply is not None:
-                found[job_id] = reply
+                for job_id, reply in zip(missing, replies):
+                    if isinstance(reply, ServerError):
+                        raise reply
+                    if reply is not None:
+                        here[job_id] = reply
+                spent = _spent(here, max_deliveries)
+                if spent:
+                    moved.update(i.encode() for i in move_to_dead_letters(conn, spent, dead_letter))
+        except ConnectError as e:
+            if not here:
+                continue
+            _warn("moving jobs to their dead-letter queue on %s failed (%s): they are delivered as usual" % (addr, e))
+        found.update(here)
         missing = [i for i in missing if i not in found]
     rows = []
     for job_id in ids:
         reply = found.get(job_id)
-        if reply is None:
+        if reply is None or job_id in moved:
             continue
         fields = dict(zip(reply[::2], reply[1::2]))
         if fields.get(b"state") == b"acked":
             continue
         rows.append(stream_row_from_show(reply))
     yield from stream_batches(rows)
+
+
+def _spent(shown, max_deliveries):
+    """[(id, queue, body)] of the SHOW replies (``{id: reply}``) of jobs not
+    acknowledged and delivered ``max_deliveries`` times already."""
+    if max_deliveries is None:
+        return []
+    out = []
+    for job_id, reply in shown.items():
+        f = show_fields(reply)
+        if f.get("state") != b"acked" and is_spent(int(f["nacks"]), int(f["additional-deliveries"]),
+                                                   max_deliveries):
+            out.append((job_id.decode(), f["queue"].decode("utf-8", "replace"), f.get("body") or b""))
+    return out
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -254,6 +332,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     if len(reply) < k:
                         break
                 reachable += 1
+                if got and self.options.max_deliveries is not None:
+                    got = self._drop_spent(conn, got)
                 if got:
                     retries = self._working(conn, [g[0] for g in got])
             except ConnectError as e:
@@ -274,6 +354,17 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if out:
             self._ensure_heartbeat()
         return out
+
+    def _drop_spent(self, conn, got):
+        """``got`` without the jobs delivered ``maxDeliveries`` times
+        already, moved to their dead-letter queue (a job that could not be
+        moved stays in ``got``: it is delivered as usual)."""
+        limit = self.options.max_deliveries
+        spent = [(g[0], g[1], g[2]) for g in got if is_spent(g[3], g[4], limit)]
+        if not spent:
+            return got
+        out = set(move_to_dead_letters(conn, spent, self.options.dead_letter))
+        return [g for g in got if g[0] not in out]
 
     def _working(self, conn, ids):
         """WORKING for ``ids`` on ``conn``; remember the smallest RETRY.
@@ -337,7 +428,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rows = [self._cache.get(i) for i in ids]
             if any(r is None for r in rows):
                 rows = None
-            parts.append(StreamPartition(addr, pack_ids(ids), rows, list(nodes), self.options.password))
+            dead = None
+            if self.options.max_deliveries is not None:
+                dead = (self.options.max_deliveries, self.options.dead_letter)
+            parts.append(StreamPartition(addr, pack_ids(ids), rows, list(nodes), self.options.password, dead))
         return parts
 
     def read(self, partition):
@@ -365,22 +459,55 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _ack(self, addr, ids):
         """ACKJOB on the node the jobs came from, else on any other node."""
-        nodes = self._node_list()
+        if not self._on_any_node(addr, ids, ("ACKJOB",), ()):
+            _warn("could not ACK %d jobs (no node reachable): they will be delivered again" % len(ids))
+
+    def _on_any_node(self, addr, ids, head, tail) -> bool:
+        """``head + ids + tail`` in chunks of :data:`ACK_CHUNK` IDs on the
+        node the jobs came from, else on the first other node reachable;
+        False when none was."""
+        try:
+            nodes = self._node_list()
+        except ConnectError:
+            nodes = []
         for target in [addr] + [a for a in nodes if a != addr]:
             try:
                 conn = self._conn(target, self._conns)
-                replies = conn.pipeline([("ACKJOB", *ids[i:i + ACK_CHUNK])
+                replies = conn.pipeline([head + tuple(ids[i:i + ACK_CHUNK]) + tail
                                          for i in range(0, len(ids), ACK_CHUNK)], 64)
             except ConnectError:
                 self._drop(target, self._conns)
                 continue
             errors = [r for r in replies if isinstance(r, ServerError)]
             if errors:
-                _warn("ACKJOB on %s: %s" % (target, errors[0]))
-            return
-        _warn("could not ACK %d jobs (no node reachable): they will be delivered again" % len(ids))
+                _warn("%s on %s: %s" % (head[0], target, errors[0]))
+            return True
+        return False
+
+    def _nack_pending(self):
+        """NACK ... DELAY nackDelayMs the jobs of every batch not committed."""
+        with self._lock:
+            batches = list(self._pending.values())
+            self._pending.clear()
+        by_node = {}
+        for jobs in batches:
+            for addr, ids in jobs.items():
+                by_node.setdefault(addr, []).extend(ids)
+        delay = ("DELAY", self.options.nack_delay_ms)
+        for addr, ids in by_node.items():
+            ids = list(dict.fromkeys(ids))
+            if self._on_any_node(addr, ids, ("NACK",), delay):
+                for i in ids:
+                    self._cache.pop(i, None)
+            else:
+                _warn("could not NACK %d jobs (no node reachable): their RETRY requeues them" % len(ids))
 
     def stop(self):
         self._stop.set()
+        if self.options.nack_delay_ms is not None:
+            thread = self._thread
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(10.0)  # no WORKING after the NACK
+            self._nack_pending()
         for addr in list(self._conns):
             self._drop(addr, self._conns)

@@ -1,5 +1,6 @@
 """Writes: every row becomes one job, ``ADDJOB queue body timeout [options]
-DEDUP <key>``, pipelined (up to :data:`WINDOW` requests in flight per task),
+[PRIORITY p] DEDUP <key>`` (``p`` from the row's priority column, else the
+``priority`` option), pipelined (up to :data:`WINDOW` requests in flight per task),
 every reply checked (an error reply fails the task with the server's
 message).
 
@@ -24,7 +25,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamWrite
 
 from .connection import Connection, ConnectError, DisqueSparkError, ServerError, check_auth, split_address
 from .keys import derived_key, node_order, stream_write_id, user_key
-from .options import OptionError
+from .options import PRIORITY_MAX, PRIORITY_MIN, OptionError
 
 try:  # PySpark >= 4.1
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
@@ -46,16 +47,26 @@ class WriteResult(WriterCommitMessage):
         return "WriteResult(partition=%d, node=%r, rows=%d)" % (self.partition, self.node, self.rows)
 
 
+INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
+PRIORITY_COLUMN = "priority"
+
+
 def check_schema(options, schema):
     """Raise :class:`OptionError` unless the columns the options name exist
     with usable types (body: string or binary; queue: string; dedup:
-    string or binary)."""
+    string or binary; priority: an integer type).  A column named
+    ``priority`` is each row's priority unless ``priorityColumn`` names
+    another: ``options.priority_column`` is set to it."""
     fields = {f.name: f.dataType.simpleString() for f in schema.fields}
     wanted = [(options.body_column, "bodyColumn", ("string", "binary"))]
     if options.queue_column:
         wanted.append((options.queue_column, "queueColumn", ("string",)))
     if options.dedup_column:
         wanted.append((options.dedup_column, "dedupColumn", ("string", "binary")))
+    if options.priority_column is None and PRIORITY_COLUMN in fields:
+        options.priority_column = PRIORITY_COLUMN
+    if options.priority_column:
+        wanted.append((options.priority_column, "priorityColumn", INTEGER_TYPES))
     for column, option, types in wanted:
         if column not in fields:
             raise OptionError("disque: column '%s' (option '%s') is not in the DataFrame (columns: %s)"
@@ -70,14 +81,17 @@ def _bytes(v):
 
 
 def _rows_from_arrow(batches, options):
-    """(queue or None, body, user key or None) per row of Arrow batches."""
+    """(queue or None, body, user key or None, priority or None) per row of
+    Arrow batches."""
     for batch in batches:
         names = batch.schema.names
         body = batch.column(names.index(options.body_column)).to_pylist()
         n = len(body)
-        queue = batch.column(names.index(options.queue_column)).to_pylist() if options.queue_column else [None] * n
-        dedup = batch.column(names.index(options.dedup_column)).to_pylist() if options.dedup_column else [None] * n
-        yield from zip(queue, body, dedup)
+
+        def column(name):
+            return batch.column(names.index(name)).to_pylist() if name else [None] * n
+        yield from zip(column(options.queue_column), body, column(options.dedup_column),
+                       column(options.priority_column))
 
 
 def _rows_from_rows(rows, options):
@@ -85,14 +99,16 @@ def _rows_from_rows(rows, options):
         d = row.asDict()
         yield (d.get(options.queue_column) if options.queue_column else None,
                d[options.body_column],
-               d.get(options.dedup_column) if options.dedup_column else None)
+               d.get(options.dedup_column) if options.dedup_column else None,
+               d.get(options.priority_column) if options.priority_column else None)
 
 
 def _commands(rows, options, write_id: str, partition: int):
     default_queue = options.queues[0].encode() if options.queues else None
     timeout = b"%d" % options.timeout_ms
     extra = options.addjob_args()
-    for index, (queue, body, dedup) in enumerate(rows):
+    default_priority = [b"PRIORITY", b"%d" % options.priority] if options.priority is not None else []
+    for index, (queue, body, dedup, priority) in enumerate(rows):
         if body is None:
             raise DisqueSparkError("disque: row %d of partition %d has a null body (column '%s')"
                                    % (index, partition, options.body_column))
@@ -101,8 +117,16 @@ def _commands(rows, options, write_id: str, partition: int):
         if not q:
             raise DisqueSparkError("disque: row %d of partition %d has no queue (column '%s' is null)"
                                    % (index, partition, options.queue_column))
+        if priority is None:
+            prio = default_priority
+        elif PRIORITY_MIN <= priority <= PRIORITY_MAX:
+            prio = [b"PRIORITY", b"%d" % priority]
+        else:
+            raise DisqueSparkError("disque: row %d of partition %d has priority %d (column '%s'): it must be "
+                                   "between %d and %d" % (index, partition, priority, options.priority_column,
+                                                          PRIORITY_MIN, PRIORITY_MAX))
         key = user_key(dedup) if dedup is not None else derived_key(write_id, partition, index, q, body)
-        yield [b"ADDJOB", q, body, timeout] + extra + [b"DEDUP", key]
+        yield [b"ADDJOB", q, body, timeout] + extra + prio + [b"DEDUP", key]
 
 
 def _connect(nodes: List[str], password, write_id: str, partition: int):
