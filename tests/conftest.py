@@ -110,16 +110,17 @@ TIERS = {
              "test_bus_wire", "test_resp_codec", "test_heap", "test_golden_transcripts", "test_golden_engine",
              "test_py39", "test_bus_auth", "test_fuzz_parsers", "test_faultcheck", "test_client_units",
              "test_latency"),
-    "sim": ("test_cluster_jobs", "test_cluster_membership", "test_federation"),
+    "sim": ("test_cluster_jobs", "test_cluster_membership", "test_federation", "test_extensions_cluster"),
     "protocol": ("test_protocol", "test_bus_protocol", "test_dedup", "test_service", "test_iosim_cluster",
                  "test_endpoints", "test_strategies", "test_directives", "test_logs", "test_output",
                  "test_reactor", "test_bus_password", "test_tls", "test_fuzz_findings", "test_worker",
-                 "test_client_failover", "test_http_api", "test_priorities", "test_dashboard", "test_loading", "test_extensions"),
+                 "test_client_failover", "test_http_api", "test_priorities", "test_dashboard", "test_loading",
+                 "test_extensions"),
     "process": ("test_e2e_aof", "test_e2e_logs", "test_e2e_cluster", "test_e2e_dedup", "test_e2e_faults",
                 "test_faults_suite", "test_e2e_federation", "test_e2e_node", "test_e2e_password", "test_e2e_listen",
                 "test_e2e_tls", "test_e2e_limits", "test_golden", "test_install", "test_memory",
                 "test_spark_options", "test_fuzz_live", "test_e2e_client", "test_e2e_worker", "test_e2e_http",
-                "test_e2e_dashboard", "test_spark_read", "test_spark_recovery", "test_spark_units", "test_spark_write"),
+                "test_e2e_dashboard", "test_e2e_mixed_versions", "test_spark_read", "test_spark_recovery", "test_spark_units", "test_spark_write"),
 }
 _TIER_OF = {module: tier for tier, modules in TIERS.items() for module in modules}
 
