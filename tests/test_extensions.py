@@ -253,3 +253,24 @@ def test_the_aof_record_keeps_a_delayed_nack_and_every_option():
     dead = make_options(2, 0, 0, 1, b"", b"q", b"max-deliveries")
     plain = node.addjob.add(b"r", b"y", 1, 0, 5, 3600, 0, False, None, dead)
     assert deserialize(serialize(plain)).opts == dead and not deserialize(serialize(plain)).flags
+
+
+def test_revive_puts_a_dead_letter_back_in_its_queue(node):
+    c = node.connect()
+    job_id = add(c, "MAXDELIVERIES", "1", "PRIORITY", "8", "BACKOFF", "FIXED", "100", "TTL", "100")
+    deliver(c)
+    c.call("NACK", job_id)
+    dead = dead_letter_id(job_id)
+    node.advance(10)
+    got = c.call("REVIVE", dead, job_id)
+    lines = got.split(b"\r\n")
+    assert lines[0] == b"*2" and lines[-2] == b"$-1"  # the original is no dead letter
+    new_id = lines[2]
+    assert qlen(c) == 1 and qlen(c, "q:dead") == 0 and fields(node, dead) is None  # acknowledged
+    shown = fields(node, new_id)
+    assert shown[b"queue"] == b"q" and shown[b"nacks"] == 0 and shown[b"priority"] == 8
+    assert shown[b"max-deliveries"] == 1 and shown[b"backoff"] == (b"100", b"100") and b"dead-from" not in shown
+    assert 85 <= shown[b"ttl"] <= 90  # the TTL it had left
+    assert c.call("REVIVE", dead) == b"*1\r\n$-1\r\n"  # gone: nothing twice
+    assert c.call("REVIVE", "nope").startswith(b"-BADID")
+    assert c.call("REVIVE").startswith(b"-ERR wrong number of arguments")

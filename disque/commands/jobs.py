@@ -347,6 +347,17 @@ def nack(ctx, client, argv):
     return reply.integer(ctx.node.requeue.nack_jobs(ids, delay))
 
 
+@command("revive", -2, "write denyoom")
+def revive(ctx, client, argv):
+    """REVIVE id... (this project's extension, docs/extensions.md): each
+    dead letter back in the queue it came from; an array of the new IDs,
+    null for an ID that is no dead letter on this node."""
+    ids = argv[1:]
+    validate_ids(ids)
+    revived = [ctx.node.dead_letters.revive(job_id) for job_id in ids]
+    return b"*%d\r\n" % len(revived) + b"".join(reply.NULL_BULK if r is None else reply.bulk(r) for r in revived)
+
+
 @command("dequeue", -1, "write fast")
 def dequeue(ctx, client, argv):
     ids = argv[1:]

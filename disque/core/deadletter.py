@@ -27,12 +27,14 @@ decide at once and duplicate the job.  The answer here:
 A dead letter keeps the original's counters, body, REPLICATE and RETRY
 (at-least-once in the dead-letter queue too), and options with
 ``dead_from`` and ``dead_reason`` set; it is never dead-lettered again.
+Operators look at dead letters with QPEEK, SHOW and JSCAN, and put them
+back with REVIVE (:meth:`DeadLetters.revive`).
 """
 
 import hashlib
 from binascii import b2a_base64
 
-from .job import ACTIVE, Job
+from .job import ACKED, ACTIVE, Job
 from . import messages
 from .options import REASON_MAX_DELIVERIES
 
@@ -91,3 +93,27 @@ class DeadLetters:
         acks = node.acks
         acks.acknowledge(job)
         acks.try_gc(job)
+
+    def revive(self, dead_id: bytes):
+        """REVIVE: put dead letter ``dead_id`` (known here) back in the
+        queue it came from as a new job (its body, REPLICATE, RETRY, options
+        and the TTL it has left; fresh counters; copies made in the
+        background, as ADDJOB ... ASYNC), then acknowledge the dead letter.
+        The new job's DEDUP key is the dead letter's ID, so a REVIVE
+        repeated on this node answers the same job.  Returns the new ID, or
+        None for an ID that is no dead letter here or whose TTL is spent."""
+        node = self.node
+        dead = node.jobs.get(dead_id)
+        if dead is None or dead.state == ACKED or dead.opts is None or not dead.opts.dead_from:
+            return None
+        opts = dead.opts
+        addjob = node.addjob
+        job = addjob.find_dedup(opts.dead_from, dead_id)
+        if job is None:
+            ttl = (dead.etime - node.now) // 1000
+            if ttl <= 0:
+                return None
+            job = addjob.add(opts.dead_from, dead.body, dead.repl, 0, dead.retry, ttl, 0, True, dead_id,
+                             opts._replace(dead_from=b"", dead_reason=b""))  # may raise NOREPL, PAUSED
+        node.acks.ack_jobs((dead_id,))
+        return job if type(job) is bytes else job.id
