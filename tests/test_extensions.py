@@ -142,7 +142,8 @@ def test_backoff_fixed_and_exp_through_nack(node):
     assert all(800 <= g <= 1000 for g in gaps[fixed]), gaps
     bounds = [(80, 100), (160, 200), (280, 350), (280, 350)]
     assert all(lo <= g <= hi for g, (lo, hi) in zip(gaps[exp], bounds)), gaps
-    assert fields(node, exp)[b"backoff"] == (b"100", b"350")
+    assert fields(node, exp)[b"backoff"] == (100, 350)
+    assert b"$7\r\nbackoff\r\n*2\r\n:100\r\n:350\r\n" in c.call("SHOW", exp)
     core(node).queues.dequeue(core(node).jobs.get(exp))
     assert c.call("NACK", exp, "DELAY", "5") == b":1\r\n"  # an explicit DELAY wins over BACKOFF
     assert fields(node, exp)[b"redeliver-at"] == core(node).now + 5
@@ -269,7 +270,7 @@ def test_revive_puts_a_dead_letter_back_in_its_queue(node):
     assert qlen(c) == 1 and qlen(c, "q:dead") == 0 and fields(node, dead) is None  # acknowledged
     shown = fields(node, new_id)
     assert shown[b"queue"] == b"q" and shown[b"nacks"] == 0 and shown[b"priority"] == 8
-    assert shown[b"max-deliveries"] == 1 and shown[b"backoff"] == (b"100", b"100") and b"dead-from" not in shown
+    assert shown[b"max-deliveries"] == 1 and shown[b"backoff"] == (100, 100) and b"dead-from" not in shown
     assert 85 <= shown[b"ttl"] <= 90  # the TTL it had left
     assert c.call("REVIVE", dead) == b"*1\r\n$-1\r\n"  # gone: nothing twice
     assert c.call("REVIVE", "nope").startswith(b"-BADID")

@@ -166,7 +166,7 @@ NOREPL_TIMEOUT = b"-NOREPL Timeout reached before replicating to the requested n
 
 def job_fields(node, job) -> list:
     """SHOW's fields of ``job`` in SHOW's order, as ``(name, value)`` with
-    ``value`` an int, bytes, a tuple of bytes or None (a null): what the
+    ``value`` an int, bytes, a tuple of bytes or of ints, or None (a null): what the
     SHOW reply and the HTTP API (disque.http.api) both render."""
     now = node.now
     ttl = -(-(job.etime - now) // 1000)
@@ -185,7 +185,7 @@ def job_fields(node, job) -> list:
     if opts is not None:  # the extensions' fields (docs/extensions.md): only on jobs that use them
         fields.append((b"priority", opts.priority))
         if opts.backoff:
-            fields.append((b"backoff", (b"%d" % opts.backoff, b"%d" % opts.backoff_max)))
+            fields.append((b"backoff", (opts.backoff, opts.backoff_max)))
         if opts.max_deliveries:
             fields.append((b"max-deliveries", opts.max_deliveries))
             fields.append((b"dead-letter", opts.deadletter_queue(job.queue if not opts.dead_from else opts.dead_from)))
@@ -208,7 +208,10 @@ def render_job_info(node, job) -> bytes:
         elif isinstance(value, int):
             out.append(reply.integer(value))
         elif isinstance(value, tuple):
-            out.append(reply.bulk_array(value))
+            if value and isinstance(value[0], int):
+                out.append(b"*%d\r\n" % len(value) + b"".join(reply.integer(v) for v in value))
+            else:
+                out.append(reply.bulk_array(value))
         else:
             out.append(reply.bulk(value))
     return b"".join(out)

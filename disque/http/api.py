@@ -84,7 +84,7 @@ def job_json(node, job, preview: int = 0) -> dict:
         if isinstance(value, bytes) and key != "body":
             value = _text(value)
         elif isinstance(value, tuple):
-            value = [_text(v) for v in value]
+            value = [v if isinstance(v, int) else _text(v) for v in value]
         out[key] = value
     body = job.body
     truncated = preview and body is not None and len(body) > preview
