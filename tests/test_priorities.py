@@ -3,6 +3,7 @@ GETJOB, QPEEK, SHOW and the AOF record; jobs that use no extension keep
 the original's replies and records byte for byte."""
 
 import random
+import struct
 
 import pytest
 from hypothesis import given, strategies as st
@@ -113,6 +114,14 @@ def test_jobs_with_equal_options_share_their_record():
     assert c.extra is not a.extra and d.extra is not a.extra and c.extra.opts is None
 
 
+def record_v1_part(job):
+    """A record's bytes after its version byte up to its DEDUP key: the
+    fields every version shares."""
+    plain = serialize(Job(job.id, job.queue, job.body, job.state, job.repl, job.ctime, job.etime, job.delay,
+                          job.retry, job.qtime))
+    return plain[1:]
+
+
 def test_the_aof_record_keeps_the_priority_and_the_old_records_are_unchanged():
     node = fresh()
     plain = add(node)
@@ -126,7 +135,13 @@ def test_the_aof_record_keeps_the_priority_and_the_old_records_are_unchanged():
     prioritised = add(node, priority=8)
     prioritised.dedup = b"k2"
     back = deserialize(serialize(prioritised))
-    assert serialize(prioritised)[0] == 3 and back.priority == 8 and back.dedup == b"k2"
+    assert serialize(prioritised)[0] == 4 and back.priority == 8 and back.dedup == b"k2"
+    # Version 3, as the first release with priorities wrote it, still loads.
+    v3 = b"\x03" + record_v1_part(prioritised) + struct.pack(">H", 2) + b"k2" + b"\x08"
+    old = deserialize(v3)
+    assert old.opts == make_options(8) and old.dedup == b"k2" and old.id == prioritised.id
+    with pytest.raises(BadRecord):
+        deserialize(v3[:-1] + b"\x0a")
     assert deserialize(serialize(add(node, priority=2))).dedup is None
     record = serialize(prioritised)
     at = len(record) - len(options.encode(prioritised.opts)) - 1  # the priority byte

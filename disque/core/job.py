@@ -199,14 +199,16 @@ DEFAULT_TTL_RETRY = default_retry(DEFAULT_TTL)  # the common case, precomputed
 #   qtime:i64  nacks:i64  deliv:i64  id:40  queue:u32+bytes  body:u32+bytes
 #   delivered: u16 count + 40 bytes each
 #   version 2 only (a job with a DEDUP key): key: u16+bytes
-#   version 3 only (a job with JobOptions or a delayed NACK): key: u16+bytes
+#   version 4 only (a job with JobOptions or a delayed NACK): key: u16+bytes
 #   (empty: none), the options (disque.core.options), ext_flags:u8 (bit 0:
 #   F_NACK_DELAYED, its requeue time being ``qtime``)
+#   version 3 (read, no longer written: PRIORITY only, as the first version
+#   with priorities wrote it): key: u16+bytes (empty: none), priority:u8
 #
 # Jobs without a key are written as version 1, byte for byte as before the
 # key existed, so files of either kind load in both directions but for keys;
 # only jobs that use an extension (docs/extensions.md) are written as
-# version 3, which an older node refuses to load.
+# version 4, which an older node refuses to load.
 # Absolute times in ms of the writing node's clock.  ``state`` matters only
 # for a controlled restart (queued jobs are queued again); otherwise loaded
 # jobs come back active and wait for their requeue time.
@@ -215,7 +217,8 @@ import struct as _struct
 
 _STORE_VERSION = 1
 _STORE_VERSION_DEDUP = 2
-_STORE_VERSION_OPTS = 3
+_STORE_VERSION_PRIORITY = 3
+_STORE_VERSION_OPTS = 4
 _STORE_HEAD = _struct.Struct(">BBHqqqqqqq40s")
 
 
@@ -249,7 +252,7 @@ def deserialize(data: bytes):
     try:
         (version, state, repl, ctime, etime, delay, retry, qtime, nacks, deliv,
          job_id) = _STORE_HEAD.unpack_from(data, 0)
-        if version not in (_STORE_VERSION, _STORE_VERSION_DEDUP, _STORE_VERSION_OPTS) or state > ACKED:
+        if not _STORE_VERSION <= version <= _STORE_VERSION_OPTS or state > ACKED:
             raise BadRecord("unknown record version or state")
         pos = _STORE_HEAD.size
         (n,) = _struct.unpack_from(">I", data, pos)
@@ -271,7 +274,13 @@ def deserialize(data: bytes):
                 raise BadRecord("bad dedup key")
             key = key or None
         ext_flags = 0
-        if version == _STORE_VERSION_OPTS:
+        if version == _STORE_VERSION_PRIORITY:
+            (priority,) = _struct.unpack_from(">B", data, pos)
+            pos += 1
+            opts = _options.make(priority)
+            if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+                raise BadRecord("bad priority")
+        elif version == _STORE_VERSION_OPTS:
             opts, pos = _options.decode(data, pos)
             (ext_flags,) = _struct.unpack_from(">B", data, pos)
             pos += 1
