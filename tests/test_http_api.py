@@ -235,6 +235,18 @@ def test_the_sampler_runs_with_the_service(make):
     assert not [call for call in node.reactor.getDelayedCalls() if "sample" in repr(call.func)]
 
 
+def test_metrics_count_nacks_and_dead_letters(make):
+    node = make(**{"http-port": "8011"})
+    c = node.connect()
+    job_id = add(c, "q", "x", "MAXDELIVERIES", "2")
+    for _ in range(2):
+        c.call("GETJOB", "FROM", "q")
+        c.call("NACK", job_id, "DELAY", "10")
+        node.advance(0.1)
+    text = get(node, b"/metrics")[1]
+    assert b"\ndisque_nacks_total 2\n" in text and b"\ndisque_dead_letters_total 1\n" in text
+
+
 def test_metrics_show_the_memory_tier(make):
     node = make(**{"http-port": "8080"})
     c = node.connect()

@@ -137,7 +137,10 @@ def render(runtime) -> bytes:
     e.family("disque_jobs_by_state", "gauge", "Jobs this node holds, by state (as SHOW names them).",
              [({"state": state}, n) for state, n in node.job_states().items()])
     e.one("disque_acks_total", "counter", "Jobs acknowledged by clients here (ACKJOB, FASTACK).", node.acks.acked)
-    e.one("disque_nacks_total", "counter", "NACKs received here that queued a job again.", node.queues.nacked)
+    e.one("disque_nacks_total", "counter", "NACKs received here (the job queued again, at once or after a delay, "
+          "or moved to its dead-letter queue).", node.queues.nacked)
+    e.one("disque_dead_letters_total", "counter", "Jobs this node moved to a dead-letter queue (MAXDELIVERIES).",
+          node.dead_letters.moved)
     e.one("disque_queues", "gauge", "Queues this node knows (registered_queues of INFO).", len(node.queues))
     series = _queue_series(node, config["metrics-max-queues"])
     e.family("disque_queue_jobs", "gauge", "Jobs waiting in each queue (QLEN).",
