@@ -120,6 +120,72 @@ def test_errors(one, kind):
     assert one.qlen(q) == 1
 
 
+def test_extensions_priority_backoff_nack_delay_dead_letters(one, kind):
+    """The keyword arguments of issue 17's extensions, on a real node."""
+    q = "ext-" + kind
+    low = one.add_job(q, b"low", priority=1)
+    high = one.add_job(q, b"high", priority=9)
+    mid = one.add_job(q, b"mid")
+    assert [j.id for j in one.qpeek(q, 3)] == [high, mid, low]  # highest first
+    assert one.show(high)["priority"] == 9 and "priority" not in one.show(mid)
+    one.ack(low, high, mid)
+
+    # NACK with a delay: out of the queue until then, counting a NACK.
+    job_id = one.add_job(q, b"later", retry=60)
+    [job] = one.get_jobs(q, nohang=True)
+    t0 = time.monotonic()
+    assert one.nack(job, delay=700) == 1
+    assert one.qlen(q) == 0 and isinstance(one.show(job)["redeliver-at"], int)
+    wait_for(lambda: one.qlen(q) == 1, 5, what="the job back after its NACK delay")
+    assert time.monotonic() - t0 >= 0.6
+    [job] = one.get_jobs(q, nohang=True)
+    assert job.id == job_id and job.nacks == 1
+    one.ack(job)
+
+    # BACKOFF: what a NACK without DELAY waits (EXP: doubled per NACK, less
+    # up to 20% jitter, capped).
+    job_id = one.add_job(q, b"backoff", retry=60, backoff=(400, 800))
+    assert one.show(job_id)["backoff"] == [400, 800]
+    for nth, (low_s, high_s) in enumerate(((0.3, 3.0), (0.6, 3.0), (0.6, 3.0))):
+        [job] = one.get_jobs(q, nohang=True)
+        assert job.id == job_id and job.nacks == nth
+        t0 = time.monotonic()
+        one.nack(job)
+        assert one.qlen(q) == 0
+        wait_for(lambda: one.qlen(q) == 1, high_s, interval=0.01, what="the job back after its backoff")
+        assert time.monotonic() - t0 >= low_s
+    one.ack(job_id)
+    fixed = one.add_job(q, b"fixed", backoff=500)
+    assert one.show(fixed)["backoff"] == [500, 500]
+    one.ack(fixed)
+
+    # MAXDELIVERIES: the third delivery goes to the dead-letter queue.
+    dlq = q + "-dead"
+    job_id = one.add_job(q, b"poison", retry=60, max_deliveries=2, deadletter=dlq)
+    shown = one.show(job_id)
+    assert shown["max-deliveries"] == 2 and shown["dead-letter"] == dlq
+    for _ in range(2):
+        [job] = one.get_jobs(q, nohang=True)
+        assert job.id == job_id
+        one.nack(job)
+    assert one.qlen(q) == 0 and one.get_jobs(q, nohang=True) == []
+    [dead] = one.get_jobs(dlq, nohang=True)
+    assert dead.body == b"poison" and dead.id != job_id
+    dead_shown = one.show(dead)
+    assert dead_shown["dead-from"] == q and dead_shown["dead-reason"] == "max-deliveries"
+    assert one.qstat(q)["dead"] == 1
+    one.ack(dead)
+    # The default dead-letter queue is <queue>:dead.
+    job_id = one.add_job(q, b"poison2", max_deliveries=1)
+    one.nack(one.get_jobs(q, nohang=True)[0])
+    assert [j.body for j in one.qpeek(q + ":dead", 5)] == [b"poison2"]
+    # Values out of range never reach the node.
+    with pytest.raises(ValueError):
+        one.add_job(q, b"x", priority=10)
+    with pytest.raises(ValueError):
+        one.nack(job_id, delay=-5)
+
+
 def test_auth(kind, tmp_path):
     node = NodeProcess(tmp_path / "n", args=["--requirepass", "s3cret"]).start()
     try:

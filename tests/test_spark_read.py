@@ -9,7 +9,7 @@ from pyspark import TaskContext
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-from spark_support import add_jobs, jscan_all, nodes_option, total_qlen
+from spark_support import add_jobs, jscan_all, nodes_option, queued_bodies, total_qlen
 from support import call, show, wait_for
 
 
@@ -127,3 +127,61 @@ def test_a_retried_read_task_reads_the_same_jobs(spark, spark_cluster, tmp_path)
         query.stop()
     assert os.path.exists(marker), "no task failed: the test did not test a retry"
     assert len(seen) == len(sent) and dict(seen) == sent  # each job once, with its body
+
+
+def test_a_poison_job_goes_to_the_dead_letter_queue_instead_of_failing_the_query_forever(spark, spark_cluster,
+                                                                                          tmp_path):
+    """A job that makes every batch holding it fail: with maxDeliveries 2
+    and nackDelayMs, each failed run NACKs it as the query stops, the
+    restarted query replays the batch (SHOW by ID) until the job has been
+    delivered twice, then moves it to pq:dead and goes on."""
+    nodes = spark_cluster
+    good = {}
+    for i, node in enumerate(nodes):
+        bodies = [b"good-%d-%d" % (i, j) for j in range(4)]
+        good.update(zip(add_jobs(node, "pq", bodies, "RETRY", 120), bodies))
+    [poison] = add_jobs(nodes[1], "pq", [b"poison"], "RETRY", 120)
+    seen = []
+
+    def sink(df, batch_id):
+        rows = [(r.id.encode(), bytes(r.body), r.nacks) for r in df.collect()]
+        if any(body == b"poison" for _, body, _ in rows):
+            raise RuntimeError("poison job")
+        seen.extend(rows)
+
+    def run():
+        return (spark.readStream.format("disque").option("nodes", nodes_option(nodes))
+                .option("queue", "pq").option("maxJobsPerTrigger", 1)
+                .option("maxDeliveries", 2).option("nackDelayMs", 60000).load()
+                .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ckpt"))
+                .trigger(processingTime="100 milliseconds").start())
+
+    def nacked_with_delay(nacks):
+        states = [show(n, poison) for n in nodes]
+        return any(st and int(st[b"nacks"]) == nacks and b"redeliver-at" in st for st in states)
+
+    failures = []
+    for attempt in range(5):
+        query = run()
+        try:
+            wait_for(lambda: query.exception() is not None or (
+                len(seen) >= len(good) and total_qlen(nodes, "pq:dead") == 1), 120,
+                what="a failed run, or every good job through and the poison job moved", interval=0.2)
+            if query.exception() is None:
+                break
+            failures.append(str(query.exception()))
+        finally:
+            query.stop()
+        # The failed batch's job was NACKed as the query stopped (Spark ends
+        # the source's process with SIGTERM), with the delay, on the node
+        # that delivered it (federation may have moved it from nodes[1]).
+        wait_for(lambda: nacked_with_delay(len(failures)), 15, what="the poison job NACKed with a delay")
+
+    assert len(failures) == 2 and all("poison job" in f for f in failures), failures
+    assert {i: b for i, b, _ in seen} == good
+    dead = queued_bodies(nodes, "pq:dead")
+    assert dead == [b"poison"]
+    for node in nodes:  # the original is acknowledged (gone or acked) everywhere
+        state = show(node, poison)
+        assert state is None or state[b"state"] == b"acked"
+    assert total_qlen(nodes, "pq") == 0

@@ -3,6 +3,8 @@ keys, node choice, offsets, partition planning, and the stream reader's
 offset methods driven by hand against a real node."""
 
 import json
+import os
+import signal
 import time
 
 import pytest
@@ -15,12 +17,12 @@ from disque.spark.offsets import (initial_offset, job_count, make_offset, pack_i
 from disque.spark.options import (READ, STREAM_READ_MODE, WRITE_MODE, OptionError, parse_nodes,
                                   parse_options)
 from disque.spark.connection import DisqueSparkError
-from disque.spark.stream_read import StreamReader, is_spent, read_partition
+from disque.spark.stream_read import StreamReader, _stop_on_sigterm, is_spent, read_partition
 from disque.spark.write import _commands, check_schema
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from spark_support import add_jobs, qlen
-from support import NodeProcess, call, free_port, show
+from support import NodeProcess, call, free_port, show, wait_for
 
 
 # -- options ------------------------------------------------------------------
@@ -274,7 +276,11 @@ def test_password_errors(tmp_path):
 def _reader(node, **extra):
     raw = {"nodes": "127.0.0.1:%d" % node.port, "queue": "sq"}
     raw.update(extra)
-    return StreamReader(parse_options(raw, STREAM_READ_MODE))
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        return StreamReader(parse_options(raw, STREAM_READ_MODE))
+    finally:
+        signal.signal(signal.SIGTERM, before)  # nackDelayMs installs a handler: not in pytest's process
 
 
 def test_stream_reader_batches_commit_and_the_closing_empty_batch(node):
@@ -415,3 +421,56 @@ def test_replayed_batch_moves_spent_jobs_instead_of_reading_them(node):
     finally:
         r2._pending.clear()
         r2.stop()
+
+
+def test_stop_nacks_uncommitted_jobs_with_the_delay(node):
+    ids = add_jobs(node, "nq", [b"n%d" % i for i in range(5)], "RETRY", 60)
+    r = _reader(node, queue="nq", nackDelayMs="1500")
+    end1 = r.latestOffset(r.initialOffset(), ReadMaxRows(2))
+    end2 = r.latestOffset(end1, ReadMaxRows(2))
+    r.commit(end1)  # committed: ACKed, never NACKed
+    t0 = time.monotonic()
+    r.stop()  # end2 was not committed (its batch failed, or the query stopped)
+    nacked = [i.encode() for i in end2["jobs"]["127.0.0.1:%d" % node.port]]
+    assert len(nacked) == 2
+    for job_id in nacked:
+        state = show(node, job_id)
+        assert int(state[b"nacks"]) == 1 and b"redeliver-at" in state
+    assert qlen(node, "nq") == 1  # not back yet: their RETRY is 60 s, the delay 1.5 s
+    wait_for(lambda: qlen(node, "nq") == 3, 5, what="the NACKed jobs back after nackDelayMs")
+    assert time.monotonic() - t0 >= 1.3
+    for job_id in (i.encode() for i in end1["jobs"]["127.0.0.1:%d" % node.port]):
+        state = show(node, job_id)
+        assert state is None or state[b"state"] == b"acked"
+
+
+def test_stop_without_nack_delay_leaves_jobs_to_their_retry(node):
+    add_jobs(node, "nq2", [b"a", b"b"], "RETRY", 60)
+    r = _reader(node, queue="nq2")
+    end = r.latestOffset(r.initialOffset(), ReadMaxRows(10))
+    r.stop()
+    for job_id in end["jobs"]["127.0.0.1:%d" % node.port]:
+        state = show(node, job_id.encode())
+        assert state[b"state"] == b"active" and int(state[b"nacks"]) == 0
+
+
+def test_sigterm_unwinds_once_so_that_stop_runs():
+    """Spark ends the source's process with SIGTERM: the first one becomes
+    SystemExit (PySpark's runner then calls reader.stop()), later ones are
+    ignored while stop() sends its NACKs."""
+    before = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        _stop_on_sigterm()
+        with pytest.raises(SystemExit):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGTERM)  # ignored
+        # A handler of someone else's is left alone.
+        mine = lambda signum, frame: None  # noqa: E731
+        signal.signal(signal.SIGTERM, mine)
+        _stop_on_sigterm()
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -104,3 +104,38 @@ def add_ids(node, queue, n):
         return [c.call("ADDJOB", queue, "body-%d" % i, 0) for i in range(n)]
     finally:
         c.close()
+
+
+def test_write_with_a_priority_column_and_the_extension_options(spark, spark_cluster):
+    """A row's priority column wins over the priority option (null: the
+    option); QPEEK then serves the highest first.  backoff, maxDeliveries
+    and deadLetter reach every job (SHOW)."""
+    nodes = spark_cluster
+    rows = [("p-none-%d" % i, None) for i in range(3)] + [("p9", 9), ("p1", 1), ("p7-%d" % 0, 7), ("p7-1", 7)]
+    df = spark.createDataFrame(rows, "body string, priority int").coalesce(1)
+    (df.write.format("disque").mode("append").option("nodes", nodes_option(nodes))
+     .option("queue", "pw").option("priority", 3).option("backoff", "200,5000")
+     .option("maxDeliveries", 4).option("deadLetter", "pw-dead").save())
+    holders = [n for n in nodes if Client(n.port).call("QLEN", "pw")]
+    assert len(holders) == 1  # one partition, one node
+    c = Client(holders[0].port)
+    try:
+        peeked = c.call("QPEEK", "pw", 10)
+        bodies = [j[2] for j in peeked]
+        assert bodies == [b"p9", b"p7-0", b"p7-1", b"p-none-0", b"p-none-1", b"p-none-2", b"p1"]
+        for job in peeked:
+            reply = c.call("SHOW", job[1])
+            shown = dict(zip(reply[::2], reply[1::2]))
+            assert shown[b"priority"] == {b"p9": 9, b"p1": 1}.get(job[2], 7 if job[2].startswith(b"p7") else 3)
+            assert [int(v) for v in shown[b"backoff"]] == [200, 5000] and shown[b"max-deliveries"] == 4
+            assert shown[b"dead-letter"] == b"pw-dead"
+    finally:
+        c.close()
+    # A row's priority out of range fails the write, naming the row.
+    bad = spark.createDataFrame([("ok", 5), ("bad", 12)], "body string, priority bigint").coalesce(1)
+    try:
+        bad.write.format("disque").mode("append").option("nodes", nodes_option(nodes)).option("queue", "pw2").save()
+    except Exception as e:
+        assert "has priority 12 (column 'priority'): it must be between 1 and 9" in str(e)
+    else:
+        raise AssertionError("a priority of 12 was written")

@@ -47,6 +47,7 @@ Invariants:
   an empty batch never calls for another one, so an idle query is idle.
 """
 
+import signal
 import sys
 import threading
 import time
@@ -198,10 +199,35 @@ def _spent(shown, max_deliveries):
     return out
 
 
+def _stop_on_sigterm():
+    """Make SIGTERM run ``stop()``.  Spark ends a query's source process
+    (the one running the offset methods, where the reader is made) with
+    SIGTERM, which by default kills Python at once: PySpark's runner then
+    never reaches its ``finally: reader.stop()``.  The handler turns the
+    first SIGTERM into SystemExit, which unwinds to that ``finally``, and
+    ignores the next ones so that ``stop()`` can finish its NACKs.  Done
+    only in the main thread of a process whose SIGTERM is still the
+    default."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        _warn("SIGTERM has a handler already: jobs of an unfinished batch are left to their RETRY "
+              "when the query stops")
+        return
+
+    def on_sigterm(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options):
         self.options = options
         self._init_state()
+        if options.nack_delay_ms is not None:
+            _stop_on_sigterm()
 
     def _init_state(self):
         self._lock = threading.Lock()
