@@ -107,3 +107,20 @@ def test_password(spark, tmp_path, secret_node):
     rows = spark.read.format("disque").option("nodes", addr).option("password", "secret") \
         .option("queue", "pq").load().collect()
     assert sorted(bytes(r.body) for r in rows) == [b"0", b"1", b"2"]
+
+
+def test_extension_options(spark, tmp_path):
+    """Issue 17's options fail the query at its start, as the others do."""
+    assert_one_message(error_of(stream_read(spark, tmp_path, queue="q", maxDeliveries="2")),
+                       "option 'maxDeliveries' needs 'nackDelayMs'")
+    assert_one_message(error_of(stream_read(spark, tmp_path, queue="q", nackDelayMs="10", deadLetter="d")),
+                       "option 'deadLetter' needs 'maxDeliveries'")
+    assert_one_message(error_of(batch_read(spark, queue="q", maxDeliveries="2")),
+                       "option 'maxDeliveries' applies to writes and streaming reads, not to a read")
+    assert_one_message(error_of(batch_write(spark, queue="q", priority="11")),
+                       "option 'priority' must be between 1 and 9, got 11")
+    assert_one_message(error_of(batch_write(spark, queue="q", backoff="9,3")),
+                       "option 'backoff': the max (3 ms) is below the base (9 ms)")
+    assert_one_message(error_of(batch_write(spark, queue="q", priorityColumn="body")),
+                       "column 'body' (option 'priorityColumn') must be tinyint or smallint or int or bigint, "
+                       "not string")
