@@ -7,7 +7,11 @@ Invariants checked after every step:
 * TTL always wins: after a tick nothing registered is past its expire time;
 * at-most-once (RETRY 0) jobs are delivered at most once;
 * an acknowledged job is never delivered again;
-* a job on its queue's shared ``JobExtra`` sees only defaults there.
+* a job on its queue's shared ``JobExtra`` sees only defaults there;
+* the extensions (docs/extensions.md): queues serve by priority, then
+  creation; no job is delivered before the time a delayed NACK (DELAY or
+  BACKOFF) set; a job with MAXDELIVERIES n is delivered at most n times,
+  and never again once its dead letter exists.
 """
 
 import random
@@ -15,7 +19,8 @@ import random
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from disque.core.job import QUEUED, STATE_NAMES
+from disque.core.deadletter import dead_letter_id
+from disque.core.job import F_NACK_DELAYED, QUEUED, STATE_NAMES
 from disque.core.options import make as make_options
 from disque.core.errors import CommandError
 from disque.core.node import NodeState
@@ -31,23 +36,34 @@ class NodeMachine(RuleBasedStateMachine):
         self.deliveries = {}
         self.at_most_once = set()
         self.acked = set()
+        self.not_before = {}  # job ID -> the end of its delayed NACK
+        self.limits = {}  # job ID -> MAXDELIVERIES
 
     def _deliver(self, jobs):
+        now = self.node.now
         for job in jobs:
-            self.deliveries[job.id] = self.deliveries.get(job.id, 0) + 1
+            n = self.deliveries[job.id] = self.deliveries.get(job.id, 0) + 1
             assert job.id not in self.acked, "acked job delivered again"
+            assert now >= self.not_before.get(job.id, 0), "delivered before its delayed NACK's time"
+            assert n <= self.limits.get(job.id, n), "delivered more often than MAXDELIVERIES"
+            assert dead_letter_id(job.id) not in self.node.jobs, "delivered after it became a dead letter"
 
     @rule(queue=st.sampled_from(QUEUES), delay=st.sampled_from([0, 0, 1, 3]),
           retry=st.sampled_from([-1, 0, 1, 2, 5]), ttl=st.sampled_from([2, 5, 30, 3600]),
-          priority=st.sampled_from([None, None, 1, 5, 9]))
-    def addjob(self, queue, delay, retry, ttl, priority):
-        opts = None if priority is None else make_options(priority)
+          priority=st.sampled_from([None, None, 1, 5, 9]), backoff=st.sampled_from([0, 0, 200, 3000]),
+          max_deliveries=st.sampled_from([0, 0, 1, 3]))
+    def addjob(self, queue, delay, retry, ttl, priority, backoff, max_deliveries):
+        opts = None
+        if priority is not None or backoff or max_deliveries:
+            opts = make_options(priority or 5, backoff, backoff * 3, max_deliveries)
         try:
             job = self.node.addjob.add(queue, b"x", 1, delay, retry, ttl, 0, False, None, opts)
         except CommandError:
             assert delay >= ttl
             return
         self.ids.append(job.id)
+        if max_deliveries:
+            self.limits[job.id] = max_deliveries
         if retry == 0:
             self.at_most_once.add(job.id)
 
@@ -61,7 +77,8 @@ class NodeMachine(RuleBasedStateMachine):
         self.node.getjob.block(client, [name], 500, lambda jobs: jobs, None)
 
     @precondition(lambda self: self.ids)
-    @rule(data=st.data(), op=st.sampled_from(["ack", "fastack", "deljob", "nack", "enqueue", "dequeue", "working"]))
+    @rule(data=st.data(), op=st.sampled_from(["ack", "fastack", "deljob", "nack", "nack-delay", "enqueue", "dequeue",
+                                               "working"]))
     def job_op(self, data, op):
         job_id = data.draw(st.sampled_from(self.ids))
         node = self.node
@@ -73,8 +90,20 @@ class NodeMachine(RuleBasedStateMachine):
             self.acked.add(job_id)
         elif op == "deljob":
             node.acks.delete_jobs([job_id])
-        elif op in ("nack", "enqueue"):
-            node.requeue.enqueue_jobs([job_id], nack=op == "nack")
+        elif op in ("nack", "nack-delay"):
+            delay = data.draw(st.sampled_from([0, 1, 700, 4000])) if op == "nack-delay" else None
+            job = node.jobs.get(job_id)
+            opts = job.opts if job is not None else None
+            if node.requeue.nack_jobs([job_id], delay):
+                if delay is None and opts is not None and opts.backoff and job.nacks:
+                    # BACKOFF: at least 80% of base doubled per NACK, capped
+                    delay = int(min(opts.backoff_max, opts.backoff << min(job.nacks - 1, 40)) * 0.8)
+                self.not_before[job_id] = node.now + (delay or 0)
+                assert bool(delay) == bool(job.flags & F_NACK_DELAYED) or job.id not in node.jobs \
+                    or job.state == QUEUED
+        elif op == "enqueue":
+            if node.requeue.enqueue_jobs([job_id], nack=False):
+                self.not_before.pop(job_id, None)  # ENQUEUE ends a delay at once
         elif op == "dequeue":
             node.requeue.dequeue_jobs([job_id])
         else:
@@ -83,7 +112,7 @@ class NodeMachine(RuleBasedStateMachine):
             except CommandError:
                 pass
 
-    @rule(ms=st.sampled_from([1, 10, 100, 499, 1000, 2500, 10000]))
+    @rule(ms=st.sampled_from([1, 10, 100, 350, 499, 1000, 2500, 10000]))
     def advance(self, ms):
         node = self.node
         node.set_time(node.now + ms)

@@ -296,11 +296,6 @@ def test_federation_moves_plain_jobs_to_the_old_node_never_jobs_with_options(mix
 
 # A known bug, reported as an expected failure while it lasts (the test
 # passes as soon as it is fixed; any other wrong outcome fails it).
-HEAD_OF_LINE = ("known bug: Federation.on_needjobs (disque/core/federation.py) stops at the first job with options "
-                "at the head of the queue when answering a node of the previous version (`break`), so the plain jobs "
-                "behind it never move there")
-
-
 def test_federation_moves_plain_jobs_behind_a_job_with_options_to_the_old_node(mixed):
     old, a, b = mixed
     # PRIORITY 9 puts the job with options at the head of the queue.
@@ -310,9 +305,7 @@ def test_federation_moves_plain_jobs_behind_a_job_with_options_to_the_old_node(m
     try:
         got = call(old, "GETJOB", "TIMEOUT", "3000", "FROM", "fedq2")
         assert show(old, opt_id) is None
-        if got is None and holders(mixed, plain_id) == [A] and show(a, plain_id)[b"state"] == b"queued":
-            pytest.xfail(HEAD_OF_LINE)
-        assert got is not None and got[0][1] == plain_id
+        assert got is not None and got[0][1] == plain_id, "the plain job behind must move (not stop at the head)"
     finally:
         for job_id in (opt_id, plain_id):
             for node in mixed:

@@ -185,10 +185,13 @@ def test_jobs_with_options_and_delays_stay_off_nodes_of_the_previous_version():
     assert b"older version" in e.value.message and copy(sim, 0, plain.id).nacks == 0
     assert sim.call(0, "requeue.nack_jobs", [job.id], 1000) == 1
     assert all(b != 2 for _, b, _ in sent(sim, messages.NackDelay))
-    # Federation: node 2 asks for jobs of the queue; the optioned one stays.
+    # Federation: node 2 asks for jobs of the queue; the optioned one (first
+    # in line: PRIORITY 8) stays, the plain one behind it moves.
     only_opts = addjob(sim, 1, opts, queue=b"f", repl=1)
-    sim.call(2, "federation.need_jobs", b"f", "test")
-    assert holders(sim, only_opts.id) == [1]
+    behind = addjob(sim, 1, queue=b"f", repl=1)
+    sim.call(2, "federation.need_jobs", b"f", "waiting")  # discovery: one job from each peer
+    assert holders(sim, only_opts.id) == [1] and queued_on(sim, only_opts.id) == [1]
+    assert queued_on(sim, behind.id) == [2]
 
 
 # -- Invariants ---------------------------------------------------------------------------

@@ -13,6 +13,8 @@ copy here (its requeue time protects it) unless it is at-most-once, which
 is then only on the wire or over there, never in two queues.
 """
 
+from itertools import islice
+
 from .job import ACTIVE, F_DELIVERED
 from . import messages
 from .queue import PAUSED_OUT
@@ -65,12 +67,15 @@ class Federation:
             return
         jobs = self._jobs
         records = []
-        old_peer = not peer.extensions
-        for _ in range(min(n, len(q.jobs))):
-            if old_peer and q.jobs[0].extra.opts is not None:
-                break  # a node of the previous version would drop the job's options
-            delivered_before = q.jobs[0].flags & F_DELIVERED
-            job = self._queues.fetch(q)
+        if peer.extensions:
+            picked = [None] * min(n, len(q.jobs))  # the head, n times
+        else:
+            # A node of the previous version would drop a job's options: it
+            # gets the first n jobs without any (a scan, during upgrades only).
+            picked = list(islice((j for j in q.jobs if j.extra.opts is None), n))
+        for job in picked:
+            delivered_before = (q.jobs[0] if job is None else job).flags & F_DELIVERED
+            job = self._queues.fetch(q, job)
             if not delivered_before:
                 job.flags &= ~F_DELIVERED  # moved, not delivered by us
             if sender not in job.delivered:

@@ -325,10 +325,13 @@ class Queue:
         self.atime = now_s
         self.jobs_in += 1
 
-    def pop(self, now_s: int):
+    def pop(self, now_s: int, job=None):
         """Take the next job out for delivery: the oldest of the highest
-        priority (counts as a job out)."""
-        job = self.jobs.pop(0)
+        priority, or ``job`` (counts as a job out)."""
+        if job is None:
+            job = self.jobs.pop(0)
+        else:
+            self.jobs.remove(job)
         self.atime = now_s
         self.jobs_out += 1
         return job

@@ -163,9 +163,10 @@ class Queues:
                 self._idle[q.name] = q
         return True
 
-    def fetch(self, q: Queue):
-        """Pop the oldest job of ``q`` for delivery (state becomes ACTIVE)."""
-        job = q.pop(self.node.now // 1000)
+    def fetch(self, q: Queue, job=None):
+        """Take the next job of ``q`` (or ``job``, one of its jobs) out for
+        delivery: its state becomes ACTIVE."""
+        job = q.pop(self.node.now // 1000, job)
         job.state = ACTIVE
         job.flags |= F_DELIVERED
         if not q.jobs:
