@@ -120,7 +120,7 @@ TIERS = {
                 "test_faults_suite", "test_e2e_federation", "test_e2e_node", "test_e2e_password", "test_e2e_listen",
                 "test_e2e_tls", "test_e2e_limits", "test_golden", "test_install", "test_memory",
                 "test_spark_options", "test_fuzz_live", "test_e2e_client", "test_e2e_worker", "test_e2e_http",
-                "test_e2e_dashboard", "test_e2e_mixed_versions", "test_spark_read", "test_spark_recovery", "test_spark_units", "test_spark_write"),
+                "test_e2e_dashboard", "test_e2e_mixed_versions", "test_e2e_extensions", "test_spark_read", "test_spark_recovery", "test_spark_units", "test_spark_write"),
 }
 _TIER_OF = {module: tier for tier, modules in TIERS.items() for module in modules}
 
