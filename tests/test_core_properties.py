@@ -20,7 +20,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from disque.core.deadletter import dead_letter_id
-from disque.core.job import F_NACK_DELAYED, QUEUED, STATE_NAMES
+from disque.core.job import ACTIVE, F_NACK_DELAYED, QUEUED, STATE_NAMES
 from disque.core.options import make as make_options
 from disque.core.errors import CommandError
 from disque.core.node import NodeState
@@ -111,6 +111,20 @@ class NodeMachine(RuleBasedStateMachine):
                 node.requeue.working(job_id)
             except CommandError:
                 pass
+
+    @precondition(lambda self: any(j.state == ACTIVE and j.retry for j in self.node.jobs.values()))
+    @rule(data=st.data(), delay=st.sampled_from([50, 700, 2000]))
+    def nack_delay_and_watch(self, data, delay):
+        """NACK DELAY an active job, then consume every 50 ms until past
+        its time: ``_deliver`` checks no delivery comes early."""
+        node = self.node
+        active = sorted(j.id for j in node.jobs.values() if j.state == ACTIVE and j.retry)
+        job_id = data.draw(st.sampled_from(active))
+        assert node.requeue.nack_jobs([job_id], delay) == 1
+        self.not_before[job_id] = end = node.now + delay
+        while node.now < end + 600:
+            self.advance(50)
+            self.getjob(QUEUES, 10)
 
     @rule(ms=st.sampled_from([1, 10, 100, 350, 499, 1000, 2500, 10000]))
     def advance(self, ms):
