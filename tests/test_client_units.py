@@ -73,6 +73,13 @@ def test_add_job_extension_arguments_are_checked_before_sending(kwargs, error, m
     assert message in str(e.value)
 
 
+def test_revive_sends_every_id_and_reads_nulls():
+    job = Job("q:dead", JOB_ID, b"x", 0, 0, node="n" * 40)
+    call = C.revive(job, "D-other")
+    assert call.args == ["REVIVE", JOB_ID, "D-other"] and call.prefer == "n" * 40
+    assert call.parse([b"D-new", None], "n" * 40) == ["D-new", None]
+
+
 def test_nack_with_a_delay():
     job = Job("q", JOB_ID, b"x", 0, 0, node="n" * 40)
     call = C.nack(job, "D-other", delay=1500)

@@ -173,6 +173,10 @@ def test_extensions_priority_backoff_nack_delay_dead_letters(one, kind):
     assert dead.body == b"poison" and dead.id != job_id
     dead_shown = one.show(dead)
     assert dead_shown["dead-from"] == q and dead_shown["dead-reason"] == "max-deliveries"
+    [revived, none] = one.revive(dead, job_id)  # back in q as a new job; the original is no dead letter
+    assert none is None and revived not in (job_id, dead.id) and one.qlen(q) == 1 and one.qlen(dlq) == 0
+    assert one.show(revived)["nacks"] == 0 and one.show(revived)["max-deliveries"] == 2
+    one.ack(revived)
     assert one.qstat(q)["dead"] == 1
     one.ack(dead)
     # The default dead-letter queue is <queue>:dead.

@@ -86,6 +86,10 @@ def _int_reply(reply, node):
     return int(reply)
 
 
+def _text_list_reply(reply, node):
+    return [text(v) for v in reply]
+
+
 def _value(key: str, value):
     """A field of SHOW/QSTAT/JSCAN: integers as ``int``, lists of strings as
     lists of ``str``, the body as ``bytes``, other strings as ``str``."""
@@ -337,6 +341,13 @@ class Commands:
         """ENQUEUE: queue the jobs again, counting an additional delivery."""
         ids, prefer = _jobs_args(jobs)
         return self._run(Call(["ENQUEUE"] + ids, _int_reply, prefer=prefer))
+
+    def revive(self, *jobs):
+        """REVIVE (an extension): each dead letter back in the queue it came
+        from as a new job; a list of the new IDs, ``None`` for a job that is
+        no dead letter on the node."""
+        ids, prefer = _jobs_args(jobs)
+        return self._run(Call(["REVIVE"] + ids, _text_list_reply, prefer=prefer))
 
     def dequeue(self, *jobs):
         """DEQUEUE: take the jobs out of their queue (they stay known)."""
