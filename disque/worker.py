@@ -15,8 +15,10 @@ For every job:
 * **Success** (the handler returns, its Deferred fires): ACKJOB (FASTACK
   with ``fast_ack=True``).
 * **Failure** (it raises, its Deferred fails): the error is logged with
-  its traceback, and NACK puts the job back in its queue at once, counting
-  a nack (``job.nacks`` on the next delivery).
+  its traceback, and NACK puts the job back in its queue, counting a nack
+  (``job.nacks`` on the next delivery): at once, after the job's BACKOFF
+  if it has one, or after ``nack_delay`` ms (``NACK ... DELAY``, an
+  extension: docs/extensions.md) when the worker is given one.
 * **Heartbeat**: a job still running ``first_heartbeat`` seconds after it
   started gets WORKING, which postpones its redelivery by the job's RETRY
   and tells it (WORKING's reply); WORKING is sent again every
@@ -71,7 +73,7 @@ class Worker(service.Service):
                  fetch_timeout: int = 1000, threads: bool = False, fast_ack: bool = False,
                  first_heartbeat: float = 0.5, heartbeat_fraction: float = 0.5,
                  stop_timeout: Optional[float] = None, client_options: Optional[dict] = None,
-                 reactor=None):
+                 nack_delay: Optional[int] = None, reactor=None):
         if not queues:
             raise ValueError("a worker needs at least one queue")
         if concurrency < 1:
@@ -80,6 +82,8 @@ class Worker(service.Service):
             raise ValueError("fetch_timeout must be at least 1 ms (the worker must notice a stop)")
         if not 0 < heartbeat_fraction <= 1:
             raise ValueError("heartbeat_fraction must be in (0, 1]")
+        if nack_delay is not None and nack_delay < 0:
+            raise ValueError("nack_delay must be at least 0 ms")
         if reactor is None:
             from twisted.internet import reactor
         self.reactor = reactor
@@ -97,6 +101,7 @@ class Worker(service.Service):
         self.first_heartbeat = first_heartbeat
         self.heartbeat_fraction = heartbeat_fraction
         self.stop_timeout = stop_timeout
+        self.nack_delay = nack_delay
         self.stats: Dict[str, int] = dict.fromkeys(
             ("fetched", "succeeded", "failed", "acked", "nacked", "heartbeats", "ack_errors"), 0)
         self._running: Dict[int, defer.Deferred] = {}   # serial -> the job's Deferred
@@ -216,7 +221,8 @@ class Worker(service.Service):
         self.stats["failed"] += 1
         self.log.failure("disque worker: handler failed on job {id} of {queue}; NACK",
                          failure, LogLevel.error, id=job.id, queue=job.queue)
-        return self.client.nack(job).addCallbacks(
+        d = self.client.nack(job) if self.nack_delay is None else self.client.nack(job, delay=self.nack_delay)
+        return d.addCallbacks(
             self._count, self._not_acknowledged, callbackArgs=("nacked",),
             errbackArgs=(job, "NACK", "deliver it again after its RETRY"))
 

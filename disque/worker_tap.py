@@ -40,13 +40,21 @@ def load_handler(spec: str) -> Callable:
     return target
 
 
-def _positive(name):
+def _at_least(lowest, name):
     def check(value):
         number = int(value)
-        if number < 1:
-            raise ValueError("%s must be at least 1" % name)
+        if number < lowest:
+            raise ValueError("%s must be at least %d" % (name, lowest))
         return number
     return check
+
+
+def _positive(name):
+    return _at_least(1, name)
+
+
+def _non_negative(name):
+    return _at_least(0, name)
 
 
 class Options(usage.Options):
@@ -62,6 +70,8 @@ class Options(usage.Options):
          _positive("--fetch-timeout")],
         ["stop-timeout", None, None, "Seconds to wait for running jobs when stopping (default: all of them).",
          float],
+        ["nack-delay", None, None, "Milliseconds a failed job waits before it is queued again (NACK ... DELAY; "
+         "default: at once, or the job's BACKOFF).", _non_negative("--nack-delay")],
         ["password", None, None, "Password for AUTH."],
         ["tls-ca-cert-file", None, None, "CA certificate to check the nodes' TLS certificates with (TLS on)."],
         ["tls-cert-file", None, None, "Client certificate for nodes with tls-auth-clients."],
@@ -101,4 +111,5 @@ def makeService(options):
     return Worker(options["handler"], options["queues"], nodes=options["nodes"],
                   concurrency=options["concurrency"], fetch_timeout=options["fetch-timeout"],
                   threads=options["threads"], fast_ack=options["fast-ack"],
-                  stop_timeout=options["stop-timeout"], client_options=client_options)
+                  stop_timeout=options["stop-timeout"], client_options=client_options,
+                  nack_delay=options["nack-delay"])

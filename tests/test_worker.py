@@ -40,8 +40,8 @@ class FakeClient:
         self.calls.append(("fast_ack", job.id))
         return defer.succeed(1)
 
-    def nack(self, job):
-        self.calls.append(("nack", job.id))
+    def nack(self, job, delay=None):
+        self.calls.append(("nack", job.id) if delay is None else ("nack", job.id, delay))
         return defer.succeed(1)
 
     def working(self, job):
@@ -80,6 +80,17 @@ def test_success_is_acked_failure_is_nacked():
     assert worker.stats["succeeded"] == 1 and worker.stats["failed"] == 1
     assert worker.stats["acked"] == 1 and worker.stats["nacked"] == 1
     assert client.fetches[-1][0] == 3  # both finished: all slots free again
+
+
+def test_nack_delay_option():
+    def handler(j):
+        raise ValueError("bad job")
+
+    worker, client, clock = make(handler, nack_delay=1500)
+    client.deliver(job(1))
+    assert client.calls == [("nack", job(1).id, 1500)] and worker.stats["nacked"] == 1
+    with pytest.raises(ValueError, match="nack_delay"):
+        Worker(handler, ["q"], client=FakeClient(), reactor=task.Clock(), nack_delay=-1)
 
 
 def test_fast_ack_option():
@@ -229,7 +240,9 @@ def test_tap_options_and_handler_loading(tmp_path, monkeypatch):
     (tmp_path / "wjobs.py").write_text("def handle(job):\n    return job\nclass K:\n    m = staticmethod(handle)\nx = 3\n")
     monkeypatch.chdir(tmp_path)
     options = Options()
-    options.parseOptions(["--handler", "wjobs:K.m", "--queues", "a,b", "--nodes", "h1:1,h2:2", "-c", "4"])
+    options.parseOptions(["--handler", "wjobs:K.m", "--queues", "a,b", "--nodes", "h1:1,h2:2", "-c", "4",
+                          "--nack-delay", "250"])
+    assert options["nack-delay"] == 250
     assert options["handler"](7) == 7 and options["queues"] == ["a", "b"]
     assert options["nodes"] == ["h1:1", "h2:2"] and options["concurrency"] == 4
     for argv, message in (
