@@ -193,7 +193,7 @@ def test_nack_propagates_as_queued_with_the_nack_flag():
     job, _ = addjob(sim, 0)
     sim.nodes[0].set_time(sim.now)
     sim.nodes[0].getjob.get_jobs([b"q"], 1)
-    assert sim.call(0, "requeue.enqueue_jobs", [job.id], True) == 1
+    assert sim.call(0, "requeue.nack_jobs", [job.id]) == 1
     assert [m.counter for _, _, m in sent(sim, messages.Queued)] == [messages.COUNT_NACK, messages.COUNT_NACK]
     assert all(n.jobs.get(job.id).nacks == 1 for n in sim.nodes)
     assert queued_on(sim, job.id) == [0]

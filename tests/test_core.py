@@ -203,7 +203,7 @@ def test_retry_zero_job_is_never_requeued():
     for _ in range(60):
         advance(node, 1000)
     assert job.state == ACTIVE
-    assert node.requeue.enqueue_jobs([job.id], nack=True) == 0  # delivered at-most-once job
+    assert node.requeue.nack_jobs([job.id]) == 0  # delivered at-most-once job
 
 
 def test_delayed_job_is_queued_after_delay():
@@ -265,12 +265,12 @@ def test_fastack_and_deljob():
 def test_nack_and_enqueue_counters():
     node = make_node()
     job = add(node)
-    assert node.requeue.enqueue_jobs([job.id], nack=True) == 0  # already queued
+    assert node.requeue.nack_jobs([job.id]) == 0  # already queued
     node.getjob.get_jobs([b"q"], 1)
-    assert node.requeue.enqueue_jobs([job.id], nack=True) == 1
+    assert node.requeue.nack_jobs([job.id]) == 1
     assert job.nacks == 1 and job.deliv == 0
     node.getjob.get_jobs([b"q"], 1)
-    assert node.requeue.enqueue_jobs([job.id], nack=False) == 1
+    assert node.requeue.enqueue_jobs([job.id]) == 1
     assert job.nacks == 1 and job.deliv == 1
 
 
@@ -279,7 +279,7 @@ def test_dequeue_enqueue_keeps_creation_order():
     a, b, c = add(node), add(node), add(node)
     assert node.requeue.dequeue_jobs([a.id]) == 1
     assert list(node.queues.get(b"q").jobs) == [b, c]
-    assert node.requeue.enqueue_jobs([a.id], False) == 1
+    assert node.requeue.enqueue_jobs([a.id]) == 1
     assert list(node.queues.get(b"q").jobs) == [a, b, c]
 
 

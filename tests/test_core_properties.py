@@ -102,7 +102,7 @@ class NodeMachine(RuleBasedStateMachine):
                 assert bool(delay) == bool(job.flags & F_NACK_DELAYED) or job.id not in node.jobs \
                     or job.state == QUEUED
         elif op == "enqueue":
-            if node.requeue.enqueue_jobs([job_id], nack=False):
+            if node.requeue.enqueue_jobs([job_id]):
                 self.not_before.pop(job_id, None)  # ENQUEUE ends a delay at once
         elif op == "dequeue":
             node.requeue.dequeue_jobs([job_id])

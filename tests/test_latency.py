@@ -76,8 +76,8 @@ def test_acks_and_nacks_are_counted_per_queue_with_the_job_time():
     b = node.addjob.add(b"q", b"y", 1, 0, -1, 3600, 0, False)
     node.getjob.get_jobs([b"q"], 2)
     node.set_time(node.now + 2000)
-    assert node.requeue.enqueue_jobs([a.id], nack=True) == 1
-    assert node.requeue.enqueue_jobs([b.id], nack=False) == 1  # ENQUEUE is not a NACK
+    assert node.requeue.nack_jobs([a.id]) == 1
+    assert node.requeue.enqueue_jobs([b.id]) == 1  # ENQUEUE is not a NACK
     q = node.queues.get(b"q")
     assert (q.nacked, node.queues.nacked) == (1, 1)
     node.acks.ack_jobs([a.id])

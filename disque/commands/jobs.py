@@ -333,7 +333,7 @@ def deljob(ctx, client, argv):
 def enqueue(ctx, client, argv):
     ids = argv[1:]
     validate_ids(ids)
-    return reply.integer(ctx.node.requeue.enqueue_jobs(ids, nack=False))
+    return reply.integer(ctx.node.requeue.enqueue_jobs(ids))
 
 
 @command("nack", -1, "write denyoom fast")

@@ -88,15 +88,15 @@ class Requeue:
 
     # -- ENQUEUE / NACK / DEQUEUE / WORKING commands -------------------------
 
-    def enqueue_jobs(self, ids, nack: bool) -> int:
-        """ENQUEUE (or NACK: counts a negative acknowledgement instead of a
-        delivery); returns how many active jobs were queued."""
+    def enqueue_jobs(self, ids) -> int:
+        """ENQUEUE: queue the active jobs now (a delayed NACK's wait ends);
+        returns how many were queued.  NACK is :meth:`nack_jobs`."""
         jobs = self._jobs
         enqueue = self._queues.enqueue
         n = 0
         for job_id in ids:
             job = jobs.get(job_id)
-            if job is not None and job.state == ACTIVE and enqueue(job, nack):
+            if job is not None and job.state == ACTIVE and enqueue(job):
                 n += 1
         return n
 
@@ -207,8 +207,9 @@ class Requeue:
             job.nacks += 1
         if job.retry:
             job.flags |= F_BCAST_QUEUED | F_BCAST_WILLQUEUE
-            until = min(msg.until, job.etime)
-            self._jobs.set_requeue_time(job, until + job.retry * 1000 + self._jobs.jitter())
+            qtime = min(msg.until, job.etime) + job.retry * 1000 + self._jobs.jitter()
+            if msg.count or qtime > job.qtime:  # an answer to our WILLQUEUE only ever postpones
+                self._jobs.set_requeue_time(job, qtime)
         self._jobs.log_added(job)
 
     def on_queued(self, sender, msg) -> None:

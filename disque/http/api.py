@@ -183,7 +183,7 @@ class Api(resource.Resource):
             if path[0] == b"queues" and path[2] == b"pause":
                 return self.pause(path[1], body)
             if path[0] == b"jobs" and path[2] == b"requeue":
-                return {"requeued": node.requeue.enqueue_jobs([self._job(path[1]).id], nack=False)}
+                return {"requeued": node.requeue.enqueue_jobs([self._job(path[1]).id])}
             if path[0] == b"jobs" and path[2] == b"delete":
                 return {"deleted": node.acks.ack_jobs([self._job(path[1]).id])}
         finally:
