@@ -36,6 +36,10 @@ KNOWN_DIFFERENCES = {
         "ours only: failed cluster-password handshakes (the original has no cluster password)",
     "INFO field mem_allocator":
         "Python's allocator, not jemalloc-4.0.3 (checked: non-empty)",
+    "admin.md: COMMAND COUNT":
+        "ours has the original's commands and REVIVE, the one command of this project's extensions "
+        "(docs/extensions.md; every other extension is an option of an original command): one more "
+        "(checked: the original's count + 1)",
     "admin.md: DEBUG STRUCTSIZE":
         "C struct sizes of the original have no Python equivalent: ours are the "
         "sizes the memory estimate charges (checked: a bulk 'bits:64 job:<n> ...' line)",
@@ -116,6 +120,14 @@ RACES = {
 
 
 # Checks of the known differences that allow one (same signature).
+
+EXTENSION_COMMANDS = (b"revive",)
+
+
+def known_command_count(exp, ours, r):
+    want = (":", exp[1] + len(EXTENSION_COMMANDS))
+    return [] if ours == want else ["expected %r" % (want,)]
+
 
 def known_structsize(exp, ours, r):
     ok = ours[0] == "$" and ours[1] and re.match(rb"\Abits:64 job:\d+", ours[1])
@@ -223,6 +235,7 @@ def known_pause_in_flight(exp, ours, r):
 
 
 KNOWN_CHECKS = {
+    "admin.md: COMMAND COUNT": known_command_count,
     "admin.md: DEBUG STRUCTSIZE": known_structsize,
     "cluster.md: CLUSTER INFO (immediately after MEET)": known_meet_in_progress,
     "cluster.md: [B:7913] PAUSE pbq state": known_pause_in_flight,
