@@ -188,7 +188,7 @@ def job_fields(node, job) -> list:
             fields.append((b"backoff", (opts.backoff, opts.backoff_max)))
         if opts.max_deliveries:
             fields.append((b"max-deliveries", opts.max_deliveries))
-            fields.append((b"dead-letter", opts.deadletter_queue(job.queue if not opts.dead_from else opts.dead_from)))
+            fields.append((b"dead-letter", opts.deadletter_queue(opts.dead_from or job.queue)))
         if opts.dead_from:
             fields.append((b"dead-from", opts.dead_from))
             fields.append((b"dead-reason", opts.dead_reason))
@@ -209,7 +209,7 @@ def render_job_info(node, job) -> bytes:
             out.append(reply.integer(value))
         elif isinstance(value, tuple):
             if value and isinstance(value[0], int):
-                out.append(b"*%d\r\n" % len(value) + b"".join(reply.integer(v) for v in value))
+                out.append(reply.array(reply.integer(v) for v in value))
             else:
                 out.append(reply.bulk_array(value))
         else:
@@ -357,8 +357,7 @@ def revive(ctx, client, argv):
     null for an ID that is no dead letter on this node."""
     ids = argv[1:]
     validate_ids(ids)
-    revived = [ctx.node.dead_letters.revive(job_id) for job_id in ids]
-    return b"*%d\r\n" % len(revived) + b"".join(reply.NULL_BULK if r is None else reply.bulk(r) for r in revived)
+    return reply.array(reply.bulk_or_null(ctx.node.dead_letters.revive(job_id)) for job_id in ids)
 
 
 @command("dequeue", -1, "write fast")

@@ -48,11 +48,13 @@ def dead_letter_id(job_id: bytes) -> bytes:
 
 
 def is_due(job) -> bool:
-    """True when ``job`` (whose counters count the requeue being decided)
-    has used its deliveries: the first one plus one per NACK or additional
-    delivery would pass MAXDELIVERIES."""
+    """True when ``job``, a job with options (callers check
+    ``job.extra.opts`` first: jobs without any never get here), whose
+    counters count the requeue being decided, has used its deliveries: the
+    first one plus one per NACK or additional delivery would pass
+    MAXDELIVERIES."""
     opts = job.extra.opts
-    return (opts is not None and opts.max_deliveries != 0 and not opts.dead_from
+    return (opts.max_deliveries != 0 and not opts.dead_from
             and 1 + job.nacks + job.deliv > opts.max_deliveries)
 
 

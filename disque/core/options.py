@@ -9,7 +9,7 @@ the original's, byte for byte.  Options are hashable: the jobs with equal
 options share one ``JobExtra``, so they cost no memory per job.
 
 The same byte layout carries them on the bus (version 3 job records) and in
-the AOF (LOADJOB record version 3), written and read here only::
+the AOF (LOADJOB record version 4), written and read here only::
 
     priority:u8                     0 = no options (nothing follows)
     backoff:u32  backoff_max:u32    ms; 0 0 = no BACKOFF; FIXED: equal
@@ -68,9 +68,6 @@ class JobOptions(namedtuple("JobOptions", "priority backoff backoff_max max_deli
         shift = nacks - 1 if nacks > 1 else 0
         delay = cap if shift >= 32 else min(cap, base << shift)
         return delay - int(delay * BACKOFF_JITTER * random())
-
-    def is_dead_letter(self) -> bool:
-        return bool(self.dead_from)
 
 
 def make(priority=PRIORITY_DEFAULT, backoff=0, backoff_max=0, max_deliveries=0, deadletter=b"", dead_from=b"",
