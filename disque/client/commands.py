@@ -186,9 +186,10 @@ def _opt(args: list, name: str, value):
 
 
 # Ranges of the extensions (docs/extensions.md), checked before a call is sent.
+# (The Spark connector checks its options against the same ranges.)
 PRIORITY_MIN, PRIORITY_MAX = 1, 9
-_U32 = (1 << 32) - 1
-_MAX_NACK_DELAY_MS = ((1 << 61) // 1000) * 1000
+MAX_U32 = (1 << 32) - 1  # BACKOFF ms, MAXDELIVERIES
+MAX_NACK_DELAY_MS = ((1 << 61) // 1000) * 1000
 
 
 def _ranged(name: str, value, low: int, high: int) -> int:
@@ -214,12 +215,12 @@ def backoff_args(backoff) -> list:
     if isinstance(backoff, (tuple, list)):
         if len(backoff) != 2:
             raise TypeError("backoff is ms (FIXED) or a (base_ms, max_ms) pair (EXP), got %r" % (backoff,))
-        base = _ranged("backoff base", backoff[0], 1, _U32)
-        cap = _ranged("backoff max", backoff[1], 1, _U32)
+        base = _ranged("backoff base", backoff[0], 1, MAX_U32)
+        cap = _ranged("backoff max", backoff[1], 1, MAX_U32)
         if cap < base:
             raise ValueError("backoff max (%d ms) is below its base (%d ms)" % (cap, base))
         return ["BACKOFF", "EXP", base, cap]
-    return ["BACKOFF", "FIXED", _ranged("backoff", backoff, 1, _U32)]
+    return ["BACKOFF", "FIXED", _ranged("backoff", backoff, 1, MAX_U32)]
 
 
 class Commands:
@@ -271,7 +272,7 @@ class Commands:
         if backoff is not None:
             args += backoff_args(backoff)
         if max_deliveries is not None:
-            args += ("MAXDELIVERIES", _ranged("max_deliveries", max_deliveries, 1, _U32))
+            args += ("MAXDELIVERIES", _ranged("max_deliveries", max_deliveries, 1, MAX_U32))
         if deadletter is not None:
             if not deadletter or text(deadletter) == text(queue):
                 raise ValueError("deadletter must name a queue other than the job's own, got %r" % (deadletter,))
@@ -321,7 +322,7 @@ class Commands:
         ids, prefer = _jobs_args(jobs)
         args = ["NACK"] + ids
         if delay is not None:
-            args += ("DELAY", _ranged("delay", delay, 0, _MAX_NACK_DELAY_MS))
+            args += ("DELAY", _ranged("delay", delay, 0, MAX_NACK_DELAY_MS))
         return self._run(Call(args, _int_reply, prefer=prefer))
 
     def working(self, job):

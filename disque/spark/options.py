@@ -21,6 +21,8 @@ Invariants of a parsed :class:`Options`:
 
 from typing import Dict, Optional, Tuple
 
+from ..client.commands import MAX_NACK_DELAY_MS, MAX_U32, PRIORITY_MAX, PRIORITY_MIN  # noqa: F401 (write.py)
+
 DEFAULT_NODES = "127.0.0.1:7711"
 DEFAULT_ADDJOB_TIMEOUT_MS = 5000
 DEFAULT_MAX_JOBS_PER_TRIGGER = 5000
@@ -38,11 +40,7 @@ _DISPLAY = {"bodycolumn": "bodyColumn", "queuecolumn": "queueColumn", "dedupcolu
             "prioritycolumn": "priorityColumn", "maxdeliveries": "maxDeliveries", "deadletter": "deadLetter",
             "nackdelayms": "nackDelayMs"}
 
-# The extensions' ranges (docs/extensions.md).
-PRIORITY_MIN, PRIORITY_MAX = 1, 9
-MAX_U32 = (1 << 32) - 1
-MAX_NACK_DELAY_MS = ((1 << 61) // 1000) * 1000
-DEAD_SUFFIX = ":dead"
+DEAD_SUFFIX = ":dead"  # the dead-letter queue of <queue> without 'deadLetter' (the nodes' own default)
 
 # Options Spark itself adds to a streaming sink's or source's map.
 _SPARK_OWNED = ("checkpointlocation",)
@@ -105,7 +103,13 @@ class Options:
     def dead_letter_queue(self, queue: str) -> str:
         """Where a streaming read moves a job of ``queue`` that has used
         its ``max_deliveries``."""
-        return self.dead_letter or queue + DEAD_SUFFIX
+        return dead_letter_queue(self.dead_letter, queue)
+
+
+def dead_letter_queue(dead_letter: Optional[str], queue: str) -> str:
+    """Where a job of ``queue`` that has used its ``maxDeliveries`` goes:
+    the ``deadLetter`` option, else ``<queue>:dead``."""
+    return dead_letter or queue + DEAD_SUFFIX
 
 
 def _name(key):
@@ -248,7 +252,7 @@ def parse_options(raw: Dict[str, str], mode: str) -> Options:
                               "count a delivery only when the source NACKs them as the query stops")
         if max_deliveries is not None:
             for q in queues:
-                target = dead_letter or q + DEAD_SUFFIX
+                target = dead_letter_queue(dead_letter, q)
                 if target in queues:
                     raise OptionError("disque: the dead-letter queue '%s' (of queue '%s') is also read by this "
                                       "query: set 'deadLetter' to another queue" % (target, q))

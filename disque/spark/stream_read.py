@@ -59,6 +59,7 @@ from .connection import (Connection, ConnectError, DisqueSparkError, ServerError
                          discover, split_address)
 from .offsets import (initial_offset, job_count, make_offset, offset_jobs, offset_seq,
                       pack_ids, plan_partitions, unpack_ids)
+from .options import dead_letter_queue
 from .schema import show_fields, stream_batches, stream_row, stream_row_from_show
 
 try:  # PySpark >= 4.1
@@ -104,10 +105,6 @@ def is_spent(nacks: int, deliveries: int, max_deliveries) -> bool:
     times already (the first delivery, plus one per NACK or additional
     delivery): it must not be delivered again."""
     return max_deliveries is not None and 1 + nacks + deliveries > max_deliveries
-
-
-def dead_letter_queue(dead_letter, queue: str) -> str:
-    return dead_letter or queue + ":dead"
 
 
 def move_to_dead_letters(conn, jobs, dead_letter) -> List[str]:
