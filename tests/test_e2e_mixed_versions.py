@@ -140,39 +140,34 @@ def test_full_mesh_both_ways(mixed):
 
 # -- plain jobs --------------------------------------------------------------------
 
-def test_plain_job_from_a_new_node_everywhere_then_acked_on_the_old_one(mixed):
-    old, a, b = mixed
-    job_id = call(a, "ADDJOB", "plainq1", "from a new node", "0", "REPLICATE", "3")
+def _plain_job_round_trip(mixed, producer, consumer, acker, queue, body):
+    """A plain REPLICATE 3 job added on ``producer``: queued there, an
+    active copy (without options) on each other node; a consumer blocked
+    on ``consumer`` gets it moved there (YOURJOBS across versions), and
+    ACKJOB on ``acker`` removes every copy."""
+    job_id = call(mixed[producer], "ADDJOB", queue, body, "0", "REPLICATE", "3")
     assert isinstance(job_id, bytes) and job_id.startswith(b"D-"), job_id
     assert holders(mixed, job_id) == [OLD, A, B]
-    assert show(a, job_id)[b"state"] == b"queued"
-    for node in (old, b):
+    assert show(mixed[producer], job_id)[b"state"] == b"queued"
+    for i, node in enumerate(mixed):
+        if i == producer:
+            continue
         copy = show(node, job_id)
-        assert copy[b"state"] == b"active" and copy[b"body"] == b"from a new node" and copy[b"repl"] == 3
+        assert copy[b"state"] == b"active" and copy[b"body"] == body.encode() and copy[b"repl"] == 3
         assert b"priority" not in copy
         assert sorted(copy[b"nodes-delivered"]) == sorted(call(n, "CLUSTER", "MYID") for n in mixed)
-    # A consumer of the old node: the job moves there (YOURJOBS, new -> old).
-    got = call(old, "GETJOB", "TIMEOUT", "5000", "FROM", "plainq1")
-    assert got is not None and got[0][1:] == [job_id, b"from a new node"]
-    assert call(old, "ACKJOB", job_id) == 1
-    wait_for(lambda: holders(mixed, job_id) == [], timeout=10, what="ACK from the old node everywhere")
+    got = call(mixed[consumer], "GETJOB", "TIMEOUT", "5000", "FROM", queue)
+    assert got is not None and got[0][1:] == [job_id, body.encode()]
+    assert call(mixed[acker], "ACKJOB", job_id) == 1
+    wait_for(lambda: holders(mixed, job_id) == [], timeout=10, what="the ACK on every node")
+
+
+def test_plain_job_from_a_new_node_everywhere_then_acked_on_the_old_one(mixed):
+    _plain_job_round_trip(mixed, producer=A, consumer=OLD, acker=OLD, queue="plainq1", body="from a new node")
 
 
 def test_plain_job_from_the_old_node_everywhere_then_acked_on_a_new_one(mixed):
-    old, a, b = mixed
-    job_id = call(old, "ADDJOB", "plainq2", "from the old node", "0", "REPLICATE", "3")
-    assert isinstance(job_id, bytes) and job_id.startswith(b"D-"), job_id
-    assert holders(mixed, job_id) == [OLD, A, B]
-    assert show(old, job_id)[b"state"] == b"queued"
-    for node in (a, b):
-        copy = show(node, job_id)
-        assert copy[b"state"] == b"active" and copy[b"body"] == b"from the old node" and copy[b"repl"] == 3
-        assert b"priority" not in copy
-    # A consumer of a new node: the job moves there (YOURJOBS, old -> new).
-    got = call(b, "GETJOB", "TIMEOUT", "5000", "FROM", "plainq2")
-    assert got is not None and got[0][1:] == [job_id, b"from the old node"]
-    assert call(a, "ACKJOB", job_id) == 1
-    wait_for(lambda: holders(mixed, job_id) == [], timeout=10, what="ACK from a new node everywhere")
+    _plain_job_round_trip(mixed, producer=OLD, consumer=B, acker=A, queue="plainq2", body="from the old node")
 
 
 # -- jobs with options -----------------------------------------------------------
