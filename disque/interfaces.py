@@ -47,6 +47,9 @@ class IPersistence(Interface):
     reactor = Attribute("The reactor for work off the request path (fsyncs in a thread, "
                         "incremental rewrites); the service sets it before begin_load().  None "
                         "(in tests): such work does not happen.")
+    on_error = Attribute("Set by the service: a callable the provider calls with an OSError when "
+                         "records stop reaching the disk (a failed write or fsync), and with None "
+                         "once they do again; meanwhile the node answers writes with -MISCONF.")
 
     def load(node):
         """Replay stored records into ``node``, all at once; return the
@@ -69,7 +72,14 @@ class IPersistence(Interface):
         """Persist one record (``("LOADJOB", job)`` or ``("DELJOB", job_id)``)."""
 
     def flush():
-        """Called after each batch of commands (group commit point)."""
+        """Called after each batch of commands (the group commit point,
+        before the batch's replies leave) and every tick.  Return False when
+        records appended so far are not as durable as the provider promises
+        (its error state): the service then holds the replies of the turns
+        that appended records until a later flush returns True."""
+
+    def error_text():
+        """Why records do not reach the disk (the -MISCONF reason), or None."""
 
     def rewrite(node):
         """Compact the log from the node's current state, in the background;

@@ -28,7 +28,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from . import DISQUE_VERSION
-from .commands import dispatch_loading, load as load_commands
+from .commands import dispatch_loading, dispatch_misconf, load as load_commands
 from .commands.context import Context
 from .bus import auth as bus_auth, wire
 from .bus.links import BUS_PORT_OFFSET, Links
@@ -48,6 +48,7 @@ from .logs import logger, node_log
 from .plugins import make_strategy
 from .tls import RELOADABLE, TLSContexts, TLSError, TLSServerEndpoint, enabled as tls_enabled
 from .resp.protocol import RespFactory
+from .resp.reply import one_line
 from .watchdog import Watchdog
 
 log = logger("disque")
@@ -100,6 +101,14 @@ class NodeRuntime:
         self._frames = {}  # bus frames encoded in the current drain round, by message
         self._bus_batch = 0  # >0 while a bus read is being handed to the core
         self.pending_output = []  # connections with output kept until the batch ends (disque.output)
+        # Connections whose output waits for the AOF (end_turn): they got
+        # output in a turn whose records the AOF could not write.  Their
+        # later output queues behind (order), and all of it leaves once
+        # the records are durable.  Invariant: a connection with kept
+        # output is in pending_output or in held_output, exactly once.
+        self.held_output = []
+        self.persisted = False  # this turn gave the persistence records
+        self.misconf = None  # the -MISCONF reply while the AOF is in error
         # output-flush turn: output leaves once per reactor turn instead of
         # once per read.  A delayed call of 0 s runs once the reactor has
         # handed every socket ready in this turn its data, so the replies
@@ -113,6 +122,7 @@ class NodeRuntime:
         self.node = NodeState(node_id or new_node_id(), now, port=config["port"])
         self._follow_config()
         self.dispatch = self._dispatch = load_commands()  # the RESP protocol runs commands through it
+        persistence.on_error = self._persistence_error
         self.loading = False  # the AOF loads in the background (start_loading)
         self.ctx = Context(self.node, config, self)
         self.start_time = reactor.seconds()
@@ -172,6 +182,7 @@ class NodeRuntime:
 
     def on_persist(self, effect):
         self.persistence.append(effect.record)
+        self.persisted = True
 
     def on_send(self, effect):
         if self.links is not None:
@@ -249,10 +260,39 @@ class NodeRuntime:
     def end_turn(self):
         """Write the AOF, then send what every connection kept (at the end
         of each batch, or with ``output-flush turn`` once per reactor turn
-        and every ``MAX_TURN_MS`` within a long one)."""
-        self.persistence.flush()
+        and every ``MAX_TURN_MS`` within a long one).
+
+        No reply or bus frame leaves before the records of its turn are as
+        durable as ``appendfsync`` promises: when the AOF cannot take them
+        (a full disk, a failed fsync), the turn's output is held, with all
+        that follows on the same connections, until a later flush (every
+        tick retries) gets them on disk.  Turns that gave the AOF nothing
+        (the -MISCONF replies, reads) still answer."""
+        durable = self.persistence.flush() is not False
+        persisted, self.persisted = self.persisted, False
+        if durable:
+            if self.held_output:
+                self.pending_output[:0] = self.held_output
+                self.held_output = []
+        elif persisted and self.pending_output:
+            self.held_output += self.pending_output
+            self.pending_output = []
         if self.pending_output:  # after the AOF: no reply before what it acknowledges
             self.flush_output()
+
+    def _persistence_error(self, error):
+        """The AOF entered (an OSError) or left (None) its error state:
+        commands that change state, and PING, get -MISCONF meanwhile (the
+        dispatch is swapped, so the normal path checks nothing)."""
+        if error is None:
+            self.misconf = None
+            if not self.loading:
+                self.dispatch = self._dispatch
+            return
+        text = self.persistence.error_text() or "unknown error"
+        self.misconf = b"-MISCONF Errors writing to the AOF file: " + one_line(text.encode()) + b"\r\n"
+        if not self.loading:
+            self.dispatch = dispatch_misconf
 
     def flush_output(self):
         """Send what every connection wrote in this batch (disque.output)."""
@@ -385,7 +425,7 @@ class NodeRuntime:
 
     def finish_loading(self):
         self.loading = False
-        self.dispatch = self._dispatch
+        self.dispatch = self._dispatch if self.misconf is None else dispatch_misconf
 
     # -- CLIENT PAUSE ------------------------------------------------------
 
@@ -476,7 +516,11 @@ class NodeRuntime:
         # rewritten from the now empty node (instant), abandoning a rewrite
         # in progress.
         if self.node.persist:
-            self.persistence.rewrite_now(self.node, False)
+            try:
+                self.persistence.rewrite_now(self.node, False)
+            except OSError as e:  # the file still holds the jobs: a restart would bring them back
+                log.error("The AOF could not be rewritten after the flush ({error}): a restart would load "
+                          "the flushed jobs again", error=e.strerror or e)
 
     def struct_sizes(self):
         # The sizes the memory estimate charges (INFO used_memory): the

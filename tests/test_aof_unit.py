@@ -11,7 +11,7 @@ from disque.config import Config
 from disque.core.job import ACTIVE, QUEUED
 from disque.core.node import NodeState
 from disque.interfaces import IPersistence, IPersistenceFactory
-from disque.persistence import aof
+from disque.persistence import aof, load, records
 from disque.plugins import find_strategy, make_strategy
 
 
@@ -27,8 +27,8 @@ def write_jobs(tmp_path, n, state=QUEUED, retry=30):
     with open(tmp_path / "disque.aof", "wb") as f:
         for j in jobs:
             j.state = state
-            f.write(aof.record_bytes((b"LOADJOB", j)))
-        f.write(aof.record_bytes((b"DELJOB", jobs[0].id)))
+            f.write(records.record_bytes((b"LOADJOB", j)))
+        f.write(records.record_bytes((b"DELJOB", jobs[0].id)))
     return jobs
 
 
@@ -64,7 +64,7 @@ def test_aof_off_ignores_the_file_unless_it_is_a_controlled_restart(tmp_path):
     node = NodeState(b"b" * 40, now=1_000_000)
     assert aof.AOFPersistence(config(tmp_path)).load(node) == 0 and len(node.jobs) == 0
     data = (tmp_path / "disque.aof").read_bytes()
-    (tmp_path / "disque.aof").write_bytes(aof.MARKER + data)
+    (tmp_path / "disque.aof").write_bytes(records.MARKER + data)
     assert aof.AOFPersistence(config(tmp_path)).load(node) == 7
     assert len(node.queues.get(b"q").jobs) == 4  # queued again: a controlled restart
     assert not (tmp_path / "disque.aof").exists() and (tmp_path / "disque.aof.loaded").exists()
@@ -73,14 +73,14 @@ def test_aof_off_ignores_the_file_unless_it_is_a_controlled_restart(tmp_path):
 # -- progress of long work ----------------------------------------------------------
 
 def test_progress_arithmetic():
-    assert aof.progress(0, 1000, 0.0) == (0.0, 0.0, 1)  # no rate yet: Redis' made-up 1 s
-    assert aof.progress(0, 1000, 2.0) == (0.0, 0.0, 1)
-    assert aof.progress(250, 1000, 5.0) == (25.0, 50.0, 15)  # 750 left at 50/s
-    assert aof.progress(999, 1000, 9.99) == (99.9, 100.0, 1)  # under a second left: rounded up
-    assert aof.progress(400, 1000, 1.0) == (40.0, 400.0, 2)  # 1.5 s
-    assert aof.progress(1000, 1000, 4.0) == (100.0, 250.0, 0)
-    assert aof.progress(1200, 1000, 4.0)[0] == 100.0 and aof.progress(1200, 1000, 4.0)[2] == 0  # grew meanwhile
-    assert aof.progress(0, 0, 0.0) == (100.0, 0.0, 0)  # nothing to do
+    assert load.progress(0, 1000, 0.0) == (0.0, 0.0, 1)  # no rate yet: Redis' made-up 1 s
+    assert load.progress(0, 1000, 2.0) == (0.0, 0.0, 1)
+    assert load.progress(250, 1000, 5.0) == (25.0, 50.0, 15)  # 750 left at 50/s
+    assert load.progress(999, 1000, 9.99) == (99.9, 100.0, 1)  # under a second left: rounded up
+    assert load.progress(400, 1000, 1.0) == (40.0, 400.0, 2)  # 1.5 s
+    assert load.progress(1000, 1000, 4.0) == (100.0, 250.0, 0)
+    assert load.progress(1200, 1000, 4.0)[0] == 100.0 and load.progress(1200, 1000, 4.0)[2] == 0  # grew meanwhile
+    assert load.progress(0, 0, 0.0) == (100.0, 0.0, 0)  # nothing to do
 
 
 class Turns:
@@ -119,8 +119,8 @@ def test_a_load_in_steps_reports_its_progress(tmp_path):
     assert dict(p.info())["loading_eta_seconds"] == 1  # nothing known yet
     clock.t += 2.0
     assert step(0) is False  # a slice of no time: the records between two looks at the clock
-    n = aof.CLOCK_EVERY
-    loaded = len(b"".join(aof.record_bytes((b"LOADJOB", j)) for j in jobs[:n]))  # exact: whole records
+    n = load.CLOCK_EVERY
+    loaded = len(b"".join(records.record_bytes((b"LOADJOB", j)) for j in jobs[:n]))  # exact: whole records
     fields = dict(p.info())
     assert fields["loading"] == 1 and fields["loading_start_time"] == 1_795_000_000
     assert fields["loading_total_bytes"] == total and fields["loading_loaded_bytes"] == loaded
@@ -148,7 +148,7 @@ def test_a_small_file_loads_at_once_and_a_bad_one_raises_from_begin_load(tmp_pat
     (tmp_path / "disque.aof").write_bytes(data[:cut] + b"GARBAGE!\r\n" + data[cut:])
     p = aof.AOFPersistence(config(tmp_path, appendonly="yes"), sync_load_max=0)
     step = p.begin_load(NodeState(b"c" * 40, now=1_000_000))
-    with pytest.raises(aof.AOFError) as e:
+    with pytest.raises(records.AOFError) as e:
         step(float("inf"))
     assert str(e.value).startswith(
         "cannot load the append only file: unknown record b'GARBAGE!' after offset %d" % cut)

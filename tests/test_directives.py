@@ -26,8 +26,9 @@ from twisted.logger import globalLogPublisher
 from disque.config import SPECS, Config, ConfigError
 from disque.core.job import QUEUED
 from disque.core.node import NodeState
-from disque.persistence import aof
-from disque.persistence.aof import AOFError, AOFPersistence
+from disque.persistence import aof, files, records, rewrite
+from disque.persistence.aof import AOFPersistence
+from disque.persistence.records import AOFError
 from disque.persistence.none import NoPersistence
 from disque.plugins import StrategyError
 from disque.resp.protocol import RespProtocol
@@ -800,7 +801,7 @@ def counted_fsyncs(monkeypatch):
         calls.append(fd)
         return real(fd)
 
-    monkeypatch.setattr(aof.os, "fsync", counting)
+    monkeypatch.setattr(files.os, "fsync", counting)
     yield calls
 
 
@@ -832,8 +833,8 @@ def _no_appendfsync_on_rewrite(make, monkeypatch):
 
 @effect("aof-rewrite-incremental-fsync")
 def _aof_rewrite_incremental_fsync(make, monkeypatch):
-    monkeypatch.setattr(aof, "REWRITE_FSYNC_BYTES", 1)
-    for value, expected in (("no", 1), ("yes", 4)):  # the final fsync; one per step besides
+    monkeypatch.setattr(rewrite, "REWRITE_FSYNC_BYTES", 1)
+    for value, expected in (("no", 2), ("yes", 5)):  # the final fsyncs (file, directory); one per step besides
         node = make(appendonly="yes", appendfsync="no", persistence="aof:rewrite-step=1",
                     **{"aof-rewrite-incremental-fsync": value})
         c = node.connect()
@@ -868,7 +869,7 @@ def _write_aof(directory, tail=b""):
     job = node.addjob.add(b"q", b"body", 1, 0, 30, 3600, 0, False)
     job.state = QUEUED
     with open(os.path.join(directory, "disque.aof"), "wb") as f:
-        f.write(aof.record_bytes((b"LOADJOB", job)) + tail)
+        f.write(records.record_bytes((b"LOADJOB", job)) + tail)
 
 
 def test_debug_flushall_empties_the_append_only_file_too(make):

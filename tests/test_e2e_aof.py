@@ -254,7 +254,7 @@ def write_big_aof(path, n):
     """``n`` LOADJOB records (~190 bytes each) written straight to the
     file, as the node writes them; returns the job IDs."""
     from disque.core.node import NodeState
-    from disque.persistence.aof import record_bytes
+    from disque.persistence.records import record_bytes
 
     node = NodeState(b"a" * 40, now=int(time.time() * 1000))
     ids = []

@@ -12,7 +12,7 @@ from disque import service as service_module
 from disque.config import Config
 from disque.core.node import NodeState
 from disque.interfaces import LoadError
-from disque.persistence import aof
+from disque.persistence import aof, load, records
 from disque.service import DisqueNodeService
 from test_protocol import cmd, connect as protocol_connect
 
@@ -28,7 +28,7 @@ def write_aof(path, n, queue=b"lq"):
         for i in range(n):
             job = node.addjob.add(queue, b"body-%d" % i, 1, 0, 30, 3600, 0, False)
             ids.append(job.id)
-            f.write(aof.record_bytes((b"LOADJOB", job)))
+            f.write(records.record_bytes((b"LOADJOB", job)))
     return ids
 
 
@@ -46,7 +46,7 @@ def make_service(tmp_path, n=1000, persistence="aof:sync-load-max=0", **override
 
 @pytest.fixture
 def one_clock_look_per_slice(monkeypatch):
-    """Slices of no time: each applies aof.CLOCK_EVERY records (the
+    """Slices of no time: each applies load.CLOCK_EVERY records (the
     records between two looks at the clock), whatever the machine."""
     monkeypatch.setattr(service_module, "LOAD_SLICE", 0)
 
@@ -108,12 +108,12 @@ def test_a_big_aof_loads_in_slices_while_clients_get_loading(tmp_path, one_clock
             fields = info(conn)
             assert fields["loading"] == "1" and service.runtime._wake is None  # nothing due before the end
             seen.append(int(fields["loading_loaded_bytes"]))
-            assert int(fields["loading_loaded_records"]) == slices * aof.CLOCK_EVERY
+            assert int(fields["loading_loaded_records"]) == slices * load.CLOCK_EVERY
             assert fields["loading_total_bytes"] == str((tmp_path / "disque.aof").stat().st_size)
             assert 0 <= float(fields["loading_loaded_perc"]) < 100 and int(fields["loading_eta_seconds"]) >= 0
             turn(reactor)  # one slice
             slices += 1
-        assert slices == -(-1000 // aof.CLOCK_EVERY)  # 8: a slice of records per turn
+        assert slices == -(-1000 // load.CLOCK_EVERY)  # 8: a slice of records per turn
         assert seen == sorted(seen) and len(set(seen)) == len(seen)  # growing at every turn
         assert service.when_loaded().called
 

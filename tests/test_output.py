@@ -14,7 +14,7 @@ from twisted.internet import tcp
 from twisted.internet.testing import StringTransport
 
 from disque.output import write_now
-from disque.persistence import aof
+from disque.persistence import files
 from test_directives import make  # noqa: F401  (fixture)
 from test_protocol import cmd
 
@@ -121,7 +121,7 @@ def test_a_batch_is_written_once_after_the_aof(make, monkeypatch):
     node = make(appendonly="yes", appendfsync="always")
     conn = node.connect()
     order = []
-    real_fsync, real_write = aof.os.fsync, conn.tr.write
+    real_fsync, real_write = files.os.fsync, conn.tr.write
 
     def fsync(fd):
         order.append("fsync")
@@ -131,7 +131,7 @@ def test_a_batch_is_written_once_after_the_aof(make, monkeypatch):
         order.append(("write", data.count(b"\r\n")))
         return real_write(data)
 
-    monkeypatch.setattr(aof.os, "fsync", fsync)
+    monkeypatch.setattr(files.os, "fsync", fsync)
     monkeypatch.setattr(conn.tr, "write", write)
     conn.proto.dataReceived(cmd("ADDJOB", "q", "a", "0") + cmd("ADDJOB", "q", "b", "0") + cmd("PING"))
     # the two jobs' records synced first, then the three replies in one write

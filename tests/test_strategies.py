@@ -19,7 +19,8 @@ from disque.core.queue import Queue
 from disque.interfaces import (IFederationPolicy, IFederationPolicyFactory, IHTTPFrontend, IHTTPFrontendFactory,
                                IPersistence, IPersistenceFactory,
                                IStrategyFactory, LoadError)
-from disque.persistence.aof import AOFError, AOFPersistence
+from disque.persistence.aof import AOFPersistence
+from disque.persistence.records import AOFError
 from disque.persistence.none import NoPersistence
 from disque.plugins import StrategyError, find_strategy, make_strategy, parse_args, strategies
 from disque.tap import Options, makeService

@@ -27,7 +27,8 @@ class Command:
     ``before_auth`` (ours, not shown) lets the command run before AUTH
     when ``requirepass`` is set."""
 
-    __slots__ = ("name", "arity", "flags", "handler", "calls", "usec", "denyoom", "loading", "before_auth")
+    __slots__ = ("name", "arity", "flags", "handler", "calls", "usec", "denyoom", "loading", "before_auth",
+                 "misconf")
 
     def __init__(self, name, arity, flags, handler, before_auth=False):
         self.name = name
@@ -35,6 +36,7 @@ class Command:
         self.flags = flags
         self.denyoom = b"denyoom" in flags
         self.loading = b"loading" in flags  # runs while the AOF loads (dispatch_loading)
+        self.misconf = b"write" in flags or name == b"ping"  # refused while the AOF is in error
         self.before_auth = before_auth
         self.handler = handler
         self.calls = 0
@@ -148,6 +150,27 @@ def dispatch_loading(ctx, client, argv) -> bytes:
     if not client.authenticated and not cmd.before_auth and ctx.config["requirepass"]:
         return NOAUTH
     return LOADING
+
+
+def dispatch_misconf(ctx, client, argv) -> bytes:
+    """:func:`dispatch` while the AOF is in error (a write or an fsync
+    failed; the runtime swaps it in and out): commands flagged ``write``,
+    and PING, get ``-MISCONF Errors writing to the AOF file: <reason>``
+    (``ctx.runtime.misconf``), after the checks that come first in the
+    original (unknown command, arity, authentication, OOM); the others
+    run."""
+    cmd = ctx.commands.get(argv[0].lower())
+    if cmd is None or not cmd.misconf:
+        return dispatch(ctx, client, argv)
+    arity = cmd.arity
+    n = len(argv)
+    if (arity > 0 and arity != n) or n < -arity:
+        return dispatch(ctx, client, argv)
+    if not client.authenticated and not cmd.before_auth and ctx.config["requirepass"]:
+        return NOAUTH
+    if cmd.denyoom and ctx.node.memory.level >= 3:
+        return OOM
+    return ctx.runtime.misconf or dispatch(ctx, client, argv)
 
 
 def feed_monitors(ctx, client, argv) -> None:

@@ -34,125 +34,24 @@ shows the progress of a load and of a rewrite (:func:`progress`: the rate
 since the start and the time left at that rate).
 """
 
-import math
+import errno
 import os
 import time
 
 from twisted.internet import threads
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from ..core.job import ACKED, BadRecord, WAIT_REPL, deserialize, serialize
-from ..interfaces import IPersistence, LoadError
+from ..interfaces import IPersistence
 from ..logs import logger
-from ..resp.codec import ProtocolError, RequestParser
+from .files import OS, PartialWrite, write_all
+from .load import Load
+from .records import MARKER, AOFError, record_bytes
+from .rewrite import REWRITE_STEP, Rewrite
 
 log = logger("disque.aof")
 
-CHUNK = 1 << 20
 SYNC_LOAD_MAX = 1 << 20  # bytes: bigger files load in the reactor (aof:sync-load-max=...)
-CLOCK_EVERY = 128  # records applied between two looks at the clocks while loading
-REWRITE_STEP = 5000  # jobs written per reactor turn while rewriting (aof:rewrite-step=...)
-REWRITE_FSYNC_BYTES = 32 * 1024 * 1024  # aof-rewrite-incremental-fsync: as the original
-MARKER = b"*1\r\n$18\r\nCONTROLLED-RESTART\r\n"
-
-
-class AOFError(LoadError):
-    """The append only file cannot be loaded: start-up stops.  ``offset``:
-    where the last good record ends, if known."""
-
-    def __init__(self, message, offset=None):
-        super().__init__(message)
-        self.offset = offset
-
-
-def encode(*args) -> bytes:
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        out.append(b"$%d\r\n" % len(a))
-        out.append(a)
-        out.append(b"\r\n")
-    return b"".join(out)
-
-
-def record_bytes(record) -> bytes:
-    kind, value = record
-    if kind == b"LOADJOB":
-        return encode(b"LOADJOB", serialize(value))
-    return encode(kind, value)
-
-
-def _encoded_len(argv) -> int:
-    n = len(b"*%d\r\n" % len(argv))
-    for a in argv:
-        n += len(b"$%d\r\n" % len(a)) + len(a) + 2
-    return n
-
-
-def read_records(path, on_progress=None):
-    """Yield ``(argv, end_offset)`` for each record of the file at ``path``
-    (records are written canonically, so the offset is exact); at the end
-    yield ``(None, good_length)``: where the last complete record ends, less
-    than the file size if the tail is truncated.  Raises AOFError for bytes
-    that are not a record, with the offset of the last good one."""
-    parser = RequestParser(max_bulk_len=1 << 40)
-    offset = 0
-    with open(path, "rb") as f:
-        while True:
-            chunk = f.read(CHUNK)
-            if not chunk:
-                break
-            try:
-                commands = parser.feed_parse(chunk)
-                while commands:
-                    for argv in commands:
-                        offset += _encoded_len(argv)
-                        yield argv, offset
-                    commands = parser.parse()
-            except ProtocolError as e:
-                raise AOFError("bad file format after offset %d: %s" % (offset, e.args[0].decode()),
-                               offset)
-            if on_progress is not None:
-                on_progress(offset)
-    yield None, offset
-
-
-def progress(done, total, elapsed):
-    """``(percent, rate, eta)`` of work of ``total`` units (bytes, jobs)
-    with ``done`` done after ``elapsed`` seconds: the percentage (float,
-    at most 100), the average rate since the start (units a second) and the
-    whole seconds left at that rate, rounded up (0 only once done): 1 (a
-    made-up figure, as Redis' ``loading_eta_seconds``) until some work and
-    some time have gone by."""
-    perc = min(100.0 * done / total, 100.0) if total > 0 else 100.0
-    rate = done / elapsed if elapsed > 0 else 0.0
-    if done >= total:
-        eta = 0
-    elif rate > 0:
-        eta = int(math.ceil((total - done) / rate))
-    else:
-        eta = 1
-    return perc, rate, eta
-
-
-def apply_record(node, argv):
-    """Apply one record to ``node`` (None: check only); return a problem
-    description or None."""
-    name = argv[0].upper()
-    if name == b"LOADJOB" and len(argv) == 2:
-        try:
-            job = deserialize(argv[1])
-        except BadRecord as e:
-            return "bad LOADJOB record (%s)" % e
-        if node is not None:
-            node.jobs.load(job)
-    elif name == b"DELJOB" and len(argv) == 2:
-        if node is not None:
-            node.jobs.load_delete(argv[1])
-    elif name == b"CONTROLLED-RESTART" and len(argv) == 1:
-        pass
-    else:
-        return "unknown record %r" % argv[0][:32]
-    return None
 
 
 @implementer(IPersistence)
@@ -160,26 +59,39 @@ class AOFPersistence:
     """The ``aof`` strategy: one append only file in ``dir``.  ``clock``
     (tests): the wall clock progress is measured with (seconds)."""
 
-    def __init__(self, config, reactor=None, rewrite_step=REWRITE_STEP, sync_load_max=SYNC_LOAD_MAX, clock=None):
+    def __init__(self, config, reactor=None, rewrite_step=REWRITE_STEP, sync_load_max=SYNC_LOAD_MAX, clock=None,
+                 fs=None):
         self.config = config
         self.reactor = reactor
         self.rewrite_step = rewrite_step
         self.sync_load_max = sync_load_max
         self.clock = clock or (lambda: time.time())
+        self.fs = fs or OS  # every write, fsync, truncate and rename (files.py)
         self.path = os.path.join(config["dir"], config["appendfilename"])
+        self.node = None  # the node whose state a repairing rewrite writes (known from the load)
         self.fd = None
-        self.buf = []
+        self.generation = 0  # bumped when the live file changes: a background fsync of an older one is moot
+        self.buf = []  # records appended and not yet written (kept and retried after a failed write)
+        self.unsynced = False  # bytes written since the last fsync
         self.enabled = bool(config["appendonly"])
         self.last_fsync = 0.0
         self.fsync_pending = False
-        self.size = 0
+        self.size = 0  # bytes of whole records in the file
         self.base_size = 0  # size after the last rewrite (auto rewrite baseline)
         self.rewriting = None  # a Rewrite while in progress
         self.last_rewrite_time = -1
         self.last_rewrite_status = "ok"
-        self.last_write_status = "ok"
         self.last_rewrite_pause_ms = 0
         self.loading = None  # a Load while in progress
+        # The error state (see "Write errors" in the module docstring).
+        self.error = None  # OSError of the failed write or fsync, None while writes go through
+        self.fsync_failed = False  # the file may miss writes: only a rewrite from memory repairs it
+        self.next_repair = 0.0  # clock time of the next repairing rewrite
+        self.on_error = None  # the runtime's callable(error or None), at each change of state
+
+    @property
+    def last_write_status(self):
+        return "ok" if self.error is None else "err"
 
     # -- loading -------------------------------------------------------------
 
@@ -210,6 +122,7 @@ class AOFPersistence:
     def _start_load(self, node):
         """A Load of the file into ``node``, or None when there is nothing
         to load (no file, or AOF off and no controlled restart)."""
+        self.node = node
         if not os.path.exists(self.path):
             if self.enabled:
                 self._open()
@@ -257,8 +170,9 @@ class AOFPersistence:
 
     def _open(self):
         if self.fd is None:
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            self.size = self.base_size = os.fstat(self.fd).st_size
+            self.fd = self.fs.open_append(self.path)
+            self.size = self.base_size = self.fs.size(self.fd)
+            self.generation += 1
 
     def append(self, record):
         if not self.enabled:
@@ -269,35 +183,125 @@ class AOFPersistence:
             self.rewriting.buf.append(data)
 
     def flush(self):
-        if not self.buf or self.fd is None:
-            return
-        data = b"".join(self.buf)
-        self.buf = []
-        try:
-            os.write(self.fd, data)
-            self.size += len(data)
-            self.last_write_status = "ok"
-        except OSError as e:
-            self.last_write_status = "err"
-            log.error("Error writing the AOF: {e}", e=e.strerror)
-            return
-        if self.rewriting is not None and self.config["no-appendfsync-on-rewrite"]:
-            return
-        policy = self.config["appendfsync"]
-        if policy == "always":
-            os.fsync(self.fd)
-        elif policy == "everysec":
-            now = time.time()
-            if not self.fsync_pending and now - self.last_fsync >= 1.0 and self.reactor is not None:
-                self.fsync_pending = True
-                self.last_fsync = now
-                fd = self.fd
-                d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), os.fsync, fd)
-                d.addBoth(self._fsynced)
+        """The group commit point, at the end of each batch before its
+        replies leave: write what was appended and, with ``appendfsync
+        always``, fsync it.  True when every record appended so far is
+        as durable as the policy promises (written; and fsynced with
+        ``always``), False while the AOF is in error: then nothing that
+        acknowledges the unwritten records may leave (the runtime holds
+        those replies).  Called every tick too: a failed write is retried
+        there, and the ``everysec`` fsync of a tail comes within a second
+        even when traffic stops."""
+        if self.fd is None:
+            return True
+        if self.buf and not self._write():
+            return False
+        if self.fsync_failed:
+            self._repair()
+            return not self.fsync_failed
+        if self.unsynced and not (self.rewriting is not None and self.config["no-appendfsync-on-rewrite"]):
+            policy = self.config["appendfsync"]
+            if policy == "always":
+                try:
+                    self.fs.fsync(self.fd)
+                except OSError as e:
+                    self._fsync_error(e)
+                    return False
+                self.unsynced = False
+                self.last_fsync = time.time()
+            elif policy == "everysec":
+                self._background_fsync()
+        return True
 
-    def _fsynced(self, result):
+    def _write(self):
+        """Write the buffer; True if all of it reached the file.  A short or
+        failed write never leaves a partial record: the bytes that made it
+        are cut away (``ftruncate`` back to the last good size) and the
+        whole buffer is kept for the next try.  If the cut fails too, the
+        bytes stay and only the rest is kept: the next write completes the
+        record (a crash before it leaves a torn tail, which loading
+        truncates)."""
+        data = self.buf[0] if len(self.buf) == 1 else b"".join(self.buf)
+        try:
+            write_all(self.fs, self.fd, data)
+        except PartialWrite as e:
+            if e.written:
+                try:
+                    self.fs.truncate(self.fd, self.size)
+                except OSError as cut:
+                    log.warn("Could not remove the short write from the append only file ({error}): "
+                             "the rest of the record follows when the disk takes it", error=cut.strerror)
+                    self.size += e.written
+                    data = data[e.written:]
+            self.buf = [data]
+            self._set_error(e, "Error writing to the AOF file: {error}")
+            return False
+        self.buf = []
+        self.size += len(data)
+        self.unsynced = True
+        if self.error is not None and not self.fsync_failed:
+            self._set_error(None, "AOF write error looks solved, Disque can write again.")
+        return True
+
+    def _background_fsync(self):
+        """``everysec``: fsync in a thread, at most once a second."""
+        now = time.time()
+        if self.fsync_pending or now - self.last_fsync < 1.0:
+            return
+        self.last_fsync = now
+        self.unsynced = False  # (what is written by now is what this fsync covers)
+        if self.reactor is None:  # (no reactor: a node under test) inline
+            try:
+                self.fs.fsync(self.fd)
+            except OSError as e:
+                self._fsync_error(e)
+            return
+        self.fsync_pending = True
+        d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self.fs.fsync, self.fd)
+        d.addBoth(self._fsynced, self.generation)
+
+    def _fsynced(self, result, generation):
         self.fsync_pending = False
+        if isinstance(result, Failure) and generation == self.generation:
+            self._fsync_error(result.value)
         return None
+
+    def _fsync_error(self, e):
+        """A failed fsync is not retried: the kernel may have dropped the
+        dirty pages it could not write and marked them clean, so a later
+        fsync can succeed with the records lost (PostgreSQL's "fsyncgate").
+        The file is suspect until a rewrite from memory replaces it."""
+        if not isinstance(e, OSError):
+            e = OSError(errno.EIO, str(e))
+        self.fsync_failed = True
+        self.next_repair = 0.0
+        self._set_error(e, "fsync of the AOF file failed: {error}; rewriting it from memory")
+
+    def _repair(self):
+        """Start the rewrite that replaces a suspect file (at most once a
+        second while it fails: a full disk, say)."""
+        now = self.clock()
+        if self.rewriting is not None or self.node is None or now < self.next_repair:
+            return
+        self.next_repair = now + 1.0
+        self.rewrite(self.node)
+
+    def _set_error(self, e, message):
+        """Enter the error state (``e``: the OSError) or leave it (None);
+        logged once each way, and the runtime told (-MISCONF)."""
+        was = self.error
+        self.error = e
+        if e is not None and was is None:
+            log.error(message, error=e.strerror or os.strerror(e.errno or errno.EIO))
+        elif e is None and was is not None:
+            log.warn(message)
+        if (e is None) != (was is None) and self.on_error is not None:
+            self.on_error(e)
+
+    def error_text(self):
+        """What -MISCONF says: the error of the failed write or fsync."""
+        e = self.error
+        return (e.strerror or os.strerror(e.errno or errno.EIO)) if e is not None else None
 
     def maybe_auto_rewrite(self, node):
         pct = self.config["auto-aof-rewrite-percentage"]
@@ -313,23 +317,39 @@ class AOFPersistence:
     def rewrite(self, node, controlled=False):
         if self.rewriting is not None:
             return b"-ERR Background append only file rewriting already in progress\r\n"
-        self.rewriting = Rewrite(self, node, controlled)
+        try:
+            self.rewriting = Rewrite(self, node, controlled)
+        except OSError as e:
+            log.error("AOF rewrite failed: cannot create its temp file: {e}", e=e.strerror)
+            self.last_rewrite_status = "err"
+            return b"-ERR Background append only file rewriting failed: " + (e.strerror or "error").encode() + b"\r\n"
         self.rewriting.step()
         return b"+Background append only file rewriting started\r\n"
 
     def rewrite_now(self, node, controlled):
         """A blocking full rewrite (SHUTDOWN REWRITE-AOF: no client is
-        served any more, so none can take a job while it is written)."""
-        self.rewriting = None
-        r = Rewrite(self, node, controlled)
-        r.run_to_end()
-        if self.last_rewrite_status != "ok":
-            raise OSError("the append only file could not be rewritten")
+        served any more, so none can take a job while it is written).
+        Raises the OSError that made it fail."""
+        if self.rewriting is not None:  # abandoned: this one writes everything
+            self.rewriting.discard()
+            self.rewriting = None
+        Rewrite(self, node, controlled).run_to_end()
         log.info("AOF written for a {kind} restart", kind="controlled" if controlled else "plain")
 
     def _rewrite_done(self, rewrite, ok):
+        """The end of a rewrite.  A new file holds the whole state (the jobs
+        as they were, then every record appended meanwhile) and is on disk
+        (fsynced, renamed, directory fsynced): whatever the old file missed
+        (a write or an fsync that failed) no longer matters."""
         self.rewriting = None
         self.last_rewrite_status = "ok" if ok else "err"
+        if ok:
+            self.buf = []
+            self.unsynced = False
+            if self.error is not None:
+                self.fsync_failed = False
+                self._set_error(None, "AOF rewritten from memory: the write error is solved, Disque can "
+                                      "write again.")
         self.last_rewrite_time = int(rewrite.elapsed())
         self.last_rewrite_pause_ms = rewrite.max_step_ms
 
@@ -346,6 +366,10 @@ class AOFPersistence:
             self.rewrite(node)
         else:
             self.close()
+            self.buf = []  # (what could not be written goes nowhere now)
+            self.fsync_failed = False
+            if self.error is not None:
+                self._set_error(None, "AOF turned off: writes are accepted again.")
 
     def info(self):
         fields = [
@@ -357,6 +381,10 @@ class AOFPersistence:
             ("aof_last_bgrewrite_status", self.last_rewrite_status),
             ("aof_last_write_status", self.last_write_status),
         ]
+        if self.error is not None:  # ours: why -MISCONF (Redis logs only the errno)
+            fields += [("aof_last_write_errno", self.error.errno or 0),
+                       ("aof_last_write_error", self.error_text()),
+                       ("aof_pending_bytes", sum(len(b) for b in self.buf))]
         if self.enabled:  # as the original: the size fields only while AOF is on
             fields += [("aof_current_size", self.size), ("aof_base_size", self.base_size),
                        ("aof_last_rewrite_max_pause_ms", self.last_rewrite_pause_ms)]
@@ -368,199 +396,21 @@ class AOFPersistence:
         return fields
 
     def close(self):
+        """Write and fsync what is left, and close the file (shutdown, or
+        appendonly no).  Errors are logged: the node stops anyway."""
         if self.loading is not None:  # stopped while loading: the file stays as it is
             self.loading.abandon()
+        if self.fd is None:
+            return
         self.flush()
-        if self.fd is not None:
-            try:
-                os.fsync(self.fd)
-            finally:
-                os.close(self.fd)
-                self.fd = None
-
-
-class Rewrite:
-    """One incremental rewrite of the AOF from the node's jobs."""
-
-    def __init__(self, aof, node, controlled):
-        self.aof = aof
-        self.node = node
-        self.controlled = controlled
-        self.buf = []  # records appended meanwhile
-        self.tmp = "%s.rewrite-%d.tmp" % (aof.path, os.getpid())
-        self.f = open(self.tmp, "wb")
-        if controlled:
-            self.f.write(MARKER)
-        self.buckets = node.jobs.table._buckets
-        self.index = 0
-        self.total = len(node.jobs)  # jobs to go through, as at the start
-        self.visited = 0  # jobs gone through: written, or skipped (acked, waiting for copies)
-        self.written = 0  # LOADJOB records written
-        self.started = aof.clock()
-        self.max_step_ms = 0
-        self.unsynced = 0  # bytes written since the last incremental fsync
-
-    def elapsed(self):
-        return self.aof.clock() - self.started
-
-    def progress_fields(self):
-        """INFO's fields for this rewrite (while it is in progress)."""
-        perc, rate, eta = progress(self.visited, self.total, self.elapsed())
-        return [("aof_rewrite_jobs_written", self.written), ("aof_rewrite_jobs_total", self.total),
-                ("aof_rewrite_progress_perc", perc), ("aof_rewrite_rate_jobs_per_sec", int(rate)),
-                ("aof_rewrite_eta_seconds", eta)]
-
-    def _write_some(self, budget):
-        out = []
-        buckets = self.buckets
-        while self.index < len(buckets) and budget > 0:
-            jobs = list(buckets[self.index].values())
-            self.visited += len(jobs)
-            for job in jobs:
-                if job.state != ACKED and job.state != WAIT_REPL:
-                    out.append(encode(b"LOADJOB", serialize(job)))
-                    budget -= 1
-            self.index += 1
-        self.written += len(out)
-        if out:
-            data = b"".join(out)
-            self.f.write(data)
-            self.unsynced += len(data)
-            if self.unsynced >= REWRITE_FSYNC_BYTES and self.aof.config["aof-rewrite-incremental-fsync"]:
-                self.f.flush()
-                os.fsync(self.f.fileno())
-                self.unsynced = 0
-        return self.index >= len(buckets)
-
-    def step(self):
-        t = time.perf_counter()
+        if self.buf:
+            log.error("{n} bytes of AOF records could not be written before the file was closed: {error}",
+                      n=sum(len(b) for b in self.buf), error=self.error_text())
         try:
-            done = self._write_some(self.aof.rewrite_step)
+            self.fs.fsync(self.fd)
         except OSError as e:
-            log.error("AOF rewrite failed: {e}", e=e.strerror)
-            self._abort()
-            return
-        self.max_step_ms = max(self.max_step_ms, int((time.perf_counter() - t) * 1000))
-        if done:
-            self._finish()
-        else:
-            self.aof.reactor.callLater(0, self.step)
-
-    def run_to_end(self):
-        while not self._write_some(1 << 30):
-            pass
-        self._finish()
-
-    def _finish(self):
-        aof = self.aof
-        try:
-            aof.flush()
-            self.f.write(b"".join(self.buf))
-            self.f.flush()
-            os.fsync(self.f.fileno())
-            self.f.close()
-            os.replace(self.tmp, aof.path)
-        except OSError as e:
-            log.error("AOF rewrite failed: {e}", e=e.strerror)
-            self._abort()
-            return
-        if aof.fd is not None:
-            os.close(aof.fd)
-            aof.fd = None
-        if aof.enabled:
-            aof._open()
-        aof._rewrite_done(self, True)
-        log.info("AOF rewritten in {t:.2f}s (longest pause {ms} ms)", t=self.elapsed(), ms=self.max_step_ms)
-
-    def _abort(self):
-        try:
-            self.f.close()
-            os.unlink(self.tmp)
-        except OSError:
-            pass
-        self.aof._rewrite_done(self, False)
-
-
-class Load:
-    """One load of the AOF into a node: records applied by :meth:`step`,
-    all at once or a slice at a time, then the end of the load
-    (``AOFPersistence._loaded``).  Progress is measured in bytes of whole
-    records applied (exact: records are written canonically)."""
-
-    def __init__(self, aof, node, controlled):
-        self.aof = aof
-        self.node = node
-        self.controlled = controlled
-        self.total = os.path.getsize(aof.path)
-        self.started = self.last_log = aof.clock()
-        self.loaded = 0  # bytes of the records applied
-        self.records = 0  # records applied
-        self._records = read_records(aof.path)
-        aof.loading = self
-
-    def step(self, seconds):
-        """Apply records for about ``seconds`` (``inf``: all of them); True
-        once the load is complete.  Raises AOFError (the message
-        AOFPersistence.load gives) for an unusable file; the load is over
-        then too."""
-        try:
-            return self._step(seconds)
-        except AOFError as e:
-            self.abandon()
-            raise self.aof._load_error(e) from None
-        except BaseException:
-            self.abandon()
-            raise
-
-    def _step(self, seconds):
-        clock = self.aof.clock
-        deadline = time.perf_counter() + seconds
-        node = self.node
-        applied = self.records
-        countdown = CLOCK_EVERY
-        end = self.loaded
-        for argv, end in self._records:
-            if argv is None:  # end: where the last whole record ends
-                self.records, self.loaded = applied, end
-                self._records = None
-                self.aof._loaded(self, end)
-                self.aof.loading = None
-                return True
-            problem = apply_record(node, argv)
-            if problem:
-                offset = end - _encoded_len(argv)
-                raise AOFError("%s after offset %d" % (problem, offset), offset)
-            applied += 1
-            countdown -= 1
-            if not countdown:
-                countdown = CLOCK_EVERY
-                self.records, self.loaded = applied, end
-                now = clock()
-                if now - self.last_log >= 1.0:
-                    self.last_log = now
-                    perc, rate, eta = progress(end, self.total, now - self.started)
-                    log.info("Loading the AOF: {n} records ({rate:.0f}/s), {pct:.0f}% of {size} bytes, "
-                             "{eta} s left", n=applied, rate=applied / (now - self.started), pct=perc,
-                             size=self.total, eta=eta)
-                if time.perf_counter() >= deadline:
-                    return False
-        raise AOFError("the file ended unexpectedly")  # (read_records always ends with its None)
-
-    def abandon(self):
-        """Stop here (an error, or the node stops while loading)."""
-        if self._records is not None:
-            self._records.close()  # closes the file
-            self._records = None
-        if self.aof.loading is self:
-            self.aof.loading = None
-
-    def progress_fields(self):
-        """INFO's fields for this load: Redis' ``loading_*`` fields, then
-        the records and the rates."""
-        elapsed = self.aof.clock() - self.started
-        perc, rate, eta = progress(self.loaded, self.total, elapsed)
-        return [("loading_start_time", int(self.started)), ("loading_total_bytes", self.total),
-                ("loading_loaded_bytes", self.loaded), ("loading_loaded_perc", perc),
-                ("loading_eta_seconds", eta), ("loading_loaded_records", self.records),
-                ("loading_rate_bytes_per_sec", int(rate)),
-                ("loading_rate_records_per_sec", int(self.records / elapsed) if elapsed > 0 else 0)]
+            log.error("fsync of the AOF file failed at close: {error}", error=e.strerror)
+        finally:
+            self.fs.close(self.fd)
+            self.fd = None
+            self.generation += 1

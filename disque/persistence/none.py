@@ -15,6 +15,7 @@ class NoPersistence:
 
     enabled = False
     reactor = None
+    on_error = None  # (never called: nothing can fail)
 
     def load(self, node):
         return 0
@@ -26,7 +27,10 @@ class NoPersistence:
         pass
 
     def flush(self):
-        pass
+        return True
+
+    def error_text(self):
+        return None
 
     def rewrite(self, node):
         return b"+Background append only file rewriting started\r\n"

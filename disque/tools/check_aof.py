@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 
-from ..persistence.aof import AOFError, apply_record, read_records
+from ..persistence.records import AOFError, apply_record, encoded_len, read_records
 
 
 def check(path):
@@ -38,9 +38,7 @@ def check(path):
 
 
 def _start_of(argv, end):
-    from ..persistence.aof import _encoded_len
-
-    return end - _encoded_len(argv)
+    return end - encoded_len(argv)
 
 
 def main(argv=None):

@@ -1,0 +1,125 @@
+"""The persistence layer's one door to the disk.
+
+Every byte the AOF and the node file put on disk, every fsync, truncate
+and rename, goes through a :class:`FileSystem`.  The node uses :data:`OS`;
+tests substitute a subclass that fails chosen calls (a full disk, an I/O
+error) or records them to replay the crash states a kernel allows
+(``tests/crash_states.py``).
+
+Invariants the callers rely on:
+
+* files that hold jobs or the cluster's state are created ``0600``
+  (:data:`PRIVATE`): job bodies are other people's data;
+* :func:`write_all` either writes every byte or raises, and reports how
+  many bytes a failed call left behind (``PartialWrite.written``), so the
+  caller can cut them away: no half record stays in the middle of a file;
+* :func:`atomic_write` leaves either the old file or the new one, whole
+  and on disk (temp file fsynced, renamed, directory fsynced), and never a
+  temp file behind.
+"""
+
+import errno
+import os
+
+PRIVATE = 0o600
+
+
+class PartialWrite(OSError):
+    """A write that failed after ``written`` bytes reached the file."""
+
+    def __init__(self, err, strerror, written):
+        super().__init__(err, strerror)
+        self.written = written
+
+
+class FileSystem:
+    """The system calls persistence makes, one method each (file
+    descriptors, not Python file objects: no hidden buffer can swallow a
+    short write)."""
+
+    def open_append(self, path):
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE)
+
+    def create(self, path):
+        """A new empty file (an existing one is truncated)."""
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE)
+
+    def write(self, fd, data):
+        """One ``write(2)``: may write less than ``data`` (a full disk)."""
+        return os.write(fd, data)
+
+    def fsync(self, fd):
+        os.fsync(fd)
+
+    def truncate(self, fd, size):
+        os.ftruncate(fd, size)
+
+    def size(self, fd):
+        return os.fstat(fd).st_size
+
+    def close(self, fd):
+        os.close(fd)
+
+    def replace(self, src, dst):
+        os.replace(src, dst)
+
+    def unlink(self, path):
+        os.unlink(path)
+
+    def fsync_dir(self, path):
+        """Make a rename or a creation in directory ``path`` durable."""
+        fd = os.open(path or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+OS = FileSystem()
+
+
+def write_all(fs, fd, data):
+    """Write all of ``data`` to ``fd`` (looping over short writes).  Raises
+    :class:`PartialWrite` (an OSError: the error of the call that failed,
+    ``ENOSPC`` for a write that took nothing) with the number of bytes
+    that did reach the file."""
+    view = memoryview(data)
+    done = 0
+    total = len(data)
+    while done < total:
+        try:
+            n = fs.write(fd, view[done:])
+        except OSError as e:
+            raise PartialWrite(e.errno, e.strerror, done) from None
+        if n <= 0:
+            raise PartialWrite(errno.ENOSPC, os.strerror(errno.ENOSPC), done)
+        done += n
+
+
+def temp_path(path):
+    """The temp file a write of ``path`` goes through (beside it, so the
+    rename stays on one file system)."""
+    return "%s.tmp-%d" % (path, os.getpid())
+
+
+def atomic_write(fs, path, data):
+    """Replace the file at ``path`` with ``data``, crash-safely: temp file
+    (0600), fsync, rename over ``path``, fsync of the directory.  On any
+    error the temp file is removed and the OSError raised; ``path`` is
+    then untouched."""
+    tmp = temp_path(path)
+    fd = fs.create(tmp)
+    try:
+        try:
+            write_all(fs, fd, data)
+            fs.fsync(fd)
+        finally:
+            fs.close(fd)
+        fs.replace(tmp, path)
+    except OSError:
+        try:
+            fs.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fs.fsync_dir(os.path.dirname(path))

@@ -1,0 +1,119 @@
+"""Loading the append only file into a node: all at once (a small file,
+before the node listens) or a slice at a time while it serves
+``-LOADING`` (:class:`Load`), with the progress INFO shows
+(:func:`progress`)."""
+
+import math
+import os
+import time
+
+from ..logs import logger
+from .records import AOFError, apply_record, encoded_len, read_records
+
+log = logger("disque.aof")
+
+CLOCK_EVERY = 128  # records applied between two looks at the clocks while loading
+
+
+def progress(done, total, elapsed):
+    """``(percent, rate, eta)`` of work of ``total`` units (bytes, jobs)
+    with ``done`` done after ``elapsed`` seconds: the percentage (float,
+    at most 100), the average rate since the start (units a second) and the
+    whole seconds left at that rate, rounded up (0 only once done): 1 (a
+    made-up figure, as Redis' ``loading_eta_seconds``) until some work and
+    some time have gone by."""
+    perc = min(100.0 * done / total, 100.0) if total > 0 else 100.0
+    rate = done / elapsed if elapsed > 0 else 0.0
+    if done >= total:
+        eta = 0
+    elif rate > 0:
+        eta = int(math.ceil((total - done) / rate))
+    else:
+        eta = 1
+    return perc, rate, eta
+
+
+
+class Load:
+    """One load of the AOF into a node: records applied by :meth:`step`,
+    all at once or a slice at a time, then the end of the load
+    (``AOFPersistence._loaded``).  Progress is measured in bytes of whole
+    records applied (exact: records are written canonically)."""
+
+    def __init__(self, aof, node, controlled):
+        self.aof = aof
+        self.node = node
+        self.controlled = controlled
+        self.total = os.path.getsize(aof.path)
+        self.started = self.last_log = aof.clock()
+        self.loaded = 0  # bytes of the records applied
+        self.records = 0  # records applied
+        self._records = read_records(aof.path)
+        aof.loading = self
+
+    def step(self, seconds):
+        """Apply records for about ``seconds`` (``inf``: all of them); True
+        once the load is complete.  Raises AOFError (the message
+        AOFPersistence.load gives) for an unusable file; the load is over
+        then too."""
+        try:
+            return self._step(seconds)
+        except AOFError as e:
+            self.abandon()
+            raise self.aof._load_error(e) from None
+        except BaseException:
+            self.abandon()
+            raise
+
+    def _step(self, seconds):
+        clock = self.aof.clock
+        deadline = time.perf_counter() + seconds
+        node = self.node
+        applied = self.records
+        countdown = CLOCK_EVERY
+        end = self.loaded
+        for argv, end in self._records:
+            if argv is None:  # end: where the last whole record ends
+                self.records, self.loaded = applied, end
+                self._records = None
+                self.aof._loaded(self, end)
+                self.aof.loading = None
+                return True
+            problem = apply_record(node, argv)
+            if problem:
+                offset = end - encoded_len(argv)
+                raise AOFError("%s after offset %d" % (problem, offset), offset)
+            applied += 1
+            countdown -= 1
+            if not countdown:
+                countdown = CLOCK_EVERY
+                self.records, self.loaded = applied, end
+                now = clock()
+                if now - self.last_log >= 1.0:
+                    self.last_log = now
+                    perc, rate, eta = progress(end, self.total, now - self.started)
+                    log.info("Loading the AOF: {n} records ({rate:.0f}/s), {pct:.0f}% of {size} bytes, "
+                             "{eta} s left", n=applied, rate=applied / (now - self.started), pct=perc,
+                             size=self.total, eta=eta)
+                if time.perf_counter() >= deadline:
+                    return False
+        raise AOFError("the file ended unexpectedly")  # (read_records always ends with its None)
+
+    def abandon(self):
+        """Stop here (an error, or the node stops while loading)."""
+        if self._records is not None:
+            self._records.close()  # closes the file
+            self._records = None
+        if self.aof.loading is self:
+            self.aof.loading = None
+
+    def progress_fields(self):
+        """INFO's fields for this load: Redis' ``loading_*`` fields, then
+        the records and the rates."""
+        elapsed = self.aof.clock() - self.started
+        perc, rate, eta = progress(self.loaded, self.total, elapsed)
+        return [("loading_start_time", int(self.started)), ("loading_total_bytes", self.total),
+                ("loading_loaded_bytes", self.loaded), ("loading_loaded_perc", perc),
+                ("loading_eta_seconds", eta), ("loading_loaded_records", self.records),
+                ("loading_rate_bytes_per_sec", int(rate)),
+                ("loading_rate_records_per_sec", int(self.records / elapsed) if elapsed > 0 else 0)]
