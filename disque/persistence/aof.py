@@ -208,7 +208,7 @@ class AOFPersistence:
                     self._fsync_error(e)
                     return False
                 self.unsynced = False
-                self.last_fsync = time.time()
+                self.last_fsync = self._now()
             elif policy == "everysec":
                 self._background_fsync()
         return True
@@ -243,14 +243,19 @@ class AOFPersistence:
             self._set_error(None, "AOF write error looks solved, Disque can write again.")
         return True
 
+    def _now(self):
+        """Seconds, on the reactor's clock when there is one (a test's
+        clock moves it)."""
+        return self.reactor.seconds() if self.reactor is not None else time.time()
+
     def _background_fsync(self):
         """``everysec``: fsync in a thread, at most once a second."""
-        now = time.time()
+        now = self._now()
         if self.fsync_pending or now - self.last_fsync < 1.0:
             return
         self.last_fsync = now
         self.unsynced = False  # (what is written by now is what this fsync covers)
-        if self.reactor is None:  # (no reactor: a node under test) inline
+        if getattr(self.reactor, "getThreadPool", None) is None:  # (no threads: a reactor under test) inline
             try:
                 self.fs.fsync(self.fd)
             except OSError as e:
@@ -280,7 +285,7 @@ class AOFPersistence:
     def _repair(self):
         """Start the rewrite that replaces a suspect file (at most once a
         second while it fails: a full disk, say)."""
-        now = self.clock()
+        now = self._now()
         if self.rewriting is not None or self.node is None or now < self.next_repair:
             return
         self.next_repair = now + 1.0
