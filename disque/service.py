@@ -45,6 +45,8 @@ from .interfaces import IFederationPolicyFactory, IHTTPFrontendFactory, INodeRun
 from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptions, client_descriptions,
                         listening_port, server_endpoint, tls_descriptions)
 from .logs import logger, node_log
+from .persistence import files
+from .persistence.files import atomic_write
 from .plugins import make_strategy
 from .tls import RELOADABLE, TLSContexts, TLSError, TLSServerEndpoint, enabled as tls_enabled
 from .resp.protocol import RespFactory
@@ -109,6 +111,9 @@ class NodeRuntime:
         self.held_output = []
         self.persisted = False  # this turn gave the persistence records
         self.misconf = None  # the -MISCONF reply while the AOF is in error
+        self.files = files.OS  # the node file's door to the disk (tests fail it)
+        self.nodes_file_error = None  # why the last save of the node file failed
+        self.nodes_file_retry = 0.0
         # output-flush turn: output leaves once per reactor turn instead of
         # once per read.  A delayed call of 0 s runs once the reactor has
         # handed every socket ready in this turn its data, so the replies
@@ -234,7 +239,8 @@ class NodeRuntime:
         if self.node.outbox:
             self.drain()
         self.node.memory.update_level(self.config["maxmemory"])
-        if self.node.cluster.dirty:
+        if self.node.cluster.dirty and (self.nodes_file_error is None or
+                                        self.reactor.seconds() >= self.nodes_file_retry):
             self.save_nodes()
         if not self.flush_per_turn:
             self.end_turn()
@@ -357,21 +363,30 @@ class NodeRuntime:
             self.after_batch()
 
     def save_nodes(self):
-        """Write the node file atomically; return an error text or None."""
+        """Write the node file crash-safely (:func:`atomic_write`: temp file,
+        fsync, rename, directory fsync); return an error text or None.
+        The cluster stays dirty until the file is written: a failed save is
+        retried at the next batch (at most once a tick), logged once until
+        it works again, and shown by INFO (``nodes_file_status``)."""
         cluster = self.node.cluster
-        cluster.dirty = False
         if self.nodes_path is None:
+            cluster.dirty = False
             return None
-        tmp = self.nodes_path + ".tmp-%d" % os.getpid()
+        now = self.reactor.seconds()
         try:
-            with open(tmp, "wb") as f:
-                f.write(cluster.nodes_file_text())
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.nodes_path)
+            atomic_write(self.files, self.nodes_path, cluster.nodes_file_text())
         except OSError as e:
-            log.error("Could not save the node file {path}: {error}", path=self.nodes_path, error=e.strerror)
-            return e.strerror or str(e)
+            self.nodes_file_retry = now + 1.0 / max(self.config["hz"], 1)
+            text = e.strerror or str(e)
+            if self.nodes_file_error is None:
+                log.error("Could not save the node file {path}: {error} (retried every tick)",
+                          path=self.nodes_path, error=text)
+            self.nodes_file_error = text
+            return text
+        cluster.dirty = False
+        if self.nodes_file_error is not None:
+            log.warn("The node file {path} is saved again", path=self.nodes_path)
+            self.nodes_file_error = None
         return None
 
     def _reschedule(self):
@@ -483,7 +498,10 @@ class NodeRuntime:
         return t.system, t.user, t.children_system, t.children_user
 
     def persistence_info(self):
-        return self.persistence.info()
+        fields = list(self.persistence.info())
+        if self.nodes_path is not None and self.nodes_file_error is not None:  # ours, only while it fails
+            fields += [("nodes_file_status", "err"), ("nodes_file_error", self.nodes_file_error)]
+        return fields
 
     def shutdown(self, mode):
         if self.shutting_down:

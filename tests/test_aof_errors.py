@@ -244,3 +244,50 @@ def test_the_unit_keeps_its_buffer_across_failed_writes(tmp_path):
         assert (p.error is None) == (room is None)
     assert [argv for argv, _ in read_records(p.path) if argv is not None] == expected
     p.close()
+
+
+def test_the_node_file_is_saved_again_after_a_failed_write(make):
+    node = make()
+    fs = FaultyFileSystem()
+    node.runtime.files = fs
+    conn = node.connect()
+    path = node.runtime.nodes_path
+    before = open(path, "rb").read()
+    fs.full()
+    with captured_log() as events:
+        assert conn.call("CLUSTER", "LEAVING", "yes") == b"+OK\r\n"
+        # The cluster stays dirty: the old file is whole, no temp file is left.
+        assert node.runtime.node.cluster.dirty
+        assert open(path, "rb").read() == before
+        assert not [n for n in os.listdir(node.dir) if ".tmp" in n]
+        assert info(conn)[b"nodes_file_status"] == b"err"
+        assert conn.call("CLUSTER", "SAVECONFIG").startswith(b"-ERR error saving the cluster node config: No space")
+        node.advance(0.5)  # retried, logged once
+        fs.free()
+        node.advance(0.2)
+    assert not node.runtime.node.cluster.dirty
+    assert open(path, "rb").read() != before
+    assert b"nodes_file_status" not in info(conn)
+    logged = [formatEvent(e) for e in events]
+    assert sum("Could not save the node file" in t for t in logged) == 1
+    assert sum("is saved again" in t for t in logged) == 1
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def render_metrics(node):
+    from disque.http.metrics import render
+
+    return render(node.runtime)
+
+
+def test_a_metric_shows_the_error_state(make):
+    node = make(appendonly="yes")
+    fs = faulty(node)
+    conn = node.connect()
+    assert b"disque_aof_write_error 0" in render_metrics(node)
+    fs.full()
+    conn.proto.dataReceived(cmd("ADDJOB", "q", "x", "0"))
+    assert b"disque_aof_write_error 1" in render_metrics(node)
+    fs.free()
+    node.advance(0.2)
+    assert b"disque_aof_write_error 0" in render_metrics(node)

@@ -194,6 +194,12 @@ def render(runtime) -> bytes:
     if "aof_rewrite_in_progress" in info:
         e.one("disque_aof_rewrite_in_progress", "gauge", "1 while the AOF is rewritten.",
               int(info["aof_rewrite_in_progress"]))
+    if "aof_last_write_status" in info:
+        e.one("disque_aof_write_error", "gauge", "1 while records cannot be written or fsynced (a full disk, an I/O "
+              "error): writes are refused with -MISCONF until it is solved.",
+              int(info["aof_last_write_status"] != "ok"))
+    e.one("disque_nodes_file_write_error", "gauge", "1 while the node file cannot be saved (retried every "
+          "tick).", int(info.get("nodes_file_status", "ok") != "ok"))
     if "aof_current_size" in info:
         e.one("disque_aof_size_bytes", "gauge", "Size of the append only file.", int(info["aof_current_size"]))
     # Progress of long work: while it runs (INFO shows its fields then).

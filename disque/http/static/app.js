@@ -312,7 +312,8 @@
 
   function renderPersistence(p) {
     var on = Number(p.aof_enabled) === 1;
-    setText($("c-aof"), Number(p.loading) === 1 ? "Loading" : on ? "AOF on" : "AOF off");
+    setText($("c-aof"), Number(p.loading) === 1 ? "Loading" : p.aof_last_write_status === "err" ? "AOF error"
+      : on ? "AOF on" : "AOF off");
     var bars = [];
     if (Number(p.loading) === 1) {
       bars.push(progressBar("Loading the AOF", p.loading_loaded_perc, p.loading_eta_seconds));
@@ -325,6 +326,8 @@
     function pair(k, v) { pairs.push(el("div", null, el("dt", { text: k }), el("dd", { text: v }))); }
     if (p.aof_current_size !== undefined) pair("size", bytes(p.aof_current_size));
     if (p.aof_last_write_status !== undefined) pair("last write", p.aof_last_write_status);
+    if (p.aof_last_write_error !== undefined) pair("writes refused", p.aof_last_write_error);
+    if (p.nodes_file_status !== undefined && p.nodes_file_status !== "ok") pair("node file", p.nodes_file_status);
     if (p.aof_last_bgrewrite_status !== undefined) pair("last rewrite", p.aof_last_bgrewrite_status);
     $("c-aof-pairs").replaceChildren.apply($("c-aof-pairs"), pairs);
   }
