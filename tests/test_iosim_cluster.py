@@ -206,3 +206,34 @@ def test_an_answer_takes_the_peers_own_connection_while_our_link_is_down(pair):
     assert isinstance(job_id, bytes) and job_id.startswith(b"D-"), job_id
     assert (0, 1, "GotJob") in received(cluster, since, messages.GotJob)
     assert registered_jobs(a) == registered_jobs(b) == 1
+
+
+def test_a_copy_whose_record_b_cannot_write_is_not_counted_until_it_is_on_disk(tmp_path):
+    """B's disk is full: B keeps the copy in memory and its record for a
+    retry, but its GOTJOB (which would let A acknowledge the job) leaves
+    only once the record is on B's disk."""
+    from storage_faults import FaultyFileSystem
+
+    cluster = IOSimCluster(2, tmp_path, overrides={"appendonly": "yes", "appendfsync": "always"})
+    try:
+        a, b = cluster.client(0), cluster.client(1)
+        assert a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[1]) == b"OK"
+        cluster.advance(1.0)
+        fs = FaultyFileSystem()
+        cluster.services[1].persistence.fs = fs
+        fs.full()
+        start = len(cluster.frames)
+        a.send("ADDJOB", "q", "body", 20000, "REPLICATE", 2)
+        cluster.advance(1.0)
+        repl = [m for s, r, m in cluster.frames[start:] if isinstance(m, messages.ReplJob)]
+        assert repl and not received(cluster, start, messages.GotJob)
+        assert not a.replies
+        assert b.call("PING") == ErrorReply(b"MISCONF Errors writing to the AOF file: No space left on device")
+        fs.free()
+        cluster.advance(0.5)
+        job_id = a.reply()
+        assert job_id == repl[0].job.id
+        with open(cluster.services[1].persistence.path, "rb") as f:
+            assert job_id in f.read()
+    finally:
+        cluster.stop()
