@@ -1,27 +1,35 @@
 """The ``aof`` persistence: an append only file of job creations and
-deletions ("Disque and disk persistence" in the spec).
-
-Records are Redis-protocol commands, as in the original's AOF::
-
-    LOADJOB <job record>     a job became known here (disque.core.job.serialize)
-    DELJOB <id>              it is gone (acked, deleted, expired)
-    CONTROLLED-RESTART       first record of a file written by SHUTDOWN
-                             REWRITE-AOF: load it even with appendonly no,
-                             and put queued jobs back in their queues
+deletions ("Disque and disk persistence" in the spec).  The records and
+their encoding are in :mod:`.records`, loading in :mod:`.load`, rewriting
+in :mod:`.rewrite`; every call that touches the disk goes through the file
+layer (:mod:`.files`).
 
 Writing: the core's ``Persist`` effects become records in a buffer that
-:meth:`flush` writes with one ``os.write`` at the end of each reactor batch
-(before replies leave, so an acknowledged ADDJOB is in the file).
+:meth:`AOFPersistence.flush` writes at the end of each reactor batch,
+before replies leave (so an acknowledged ADDJOB is in the file).
 ``appendfsync always`` fsyncs there too; ``everysec`` fsyncs at most once a
-second in a thread, off the reactor; ``no`` leaves it to the kernel.  With
+second in a thread, off the reactor, the tail included (the tick flushes
+even when no command comes); ``no`` leaves it to the kernel.  With
 ``no-appendfsync-on-rewrite yes`` neither fsyncs while a rewrite runs.
 
-Rewriting (BGREWRITEAOF, automatic rewrites) is incremental: a few thousand
-jobs per reactor turn go to a temporary file while new records go both to
-the live file and to a rewrite buffer, appended to the new file before it
-atomically replaces the old one.  No child process, no long pause.  With
-``aof-rewrite-incremental-fsync yes`` the new file is fsynced every
-``REWRITE_FSYNC_BYTES`` written, so the final fsync has little left to do.
+Write errors (the original's ``aof.c``, and beyond):
+
+* a short or failed write never leaves a partial record: the bytes that
+  made it are cut away (``ftruncate`` back to the last good size), the
+  buffer is kept and retried at every flush (every tick at least);
+* meanwhile the node is in error: commands flagged ``write`` and PING get
+  ``-MISCONF Errors writing to the AOF file: <reason>`` (the runtime swaps
+  its dispatch), INFO shows ``aof_last_write_status:err`` and why, the log
+  says so once when it starts and once when it is solved;
+* :meth:`flush` returns False while records it was given are not as
+  durable as the policy promises: the runtime then holds the replies and
+  bus frames of the turns that appended them (no ID, no GOTJOB leaves for
+  a record that is not on disk), under every policy;
+* a failed fsync is never retried: the kernel may have dropped the pages
+  it could not write and marked them clean (PostgreSQL's "fsyncgate"), so
+  the file is suspect; the node is in error until a rewrite from memory
+  (new file, fsync, rename, directory fsync) replaces it, tried at most
+  once a second.
 
 Loading reads the file in chunks, logs progress, repairs a truncated last
 record (``aof-load-truncated yes``) and refuses a file corrupt in the middle
@@ -30,8 +38,7 @@ with the offset and the repair tool to use.  A small file (up to
 the node is built, before it listens; a bigger one is loaded by the service
 in slices of a few milliseconds, one per reactor turn (:meth:`begin_load`),
 while clients get ``-LOADING`` (see :mod:`disque.service`).  ``info()``
-shows the progress of a load and of a rewrite (:func:`progress`: the rate
-since the start and the time left at that rate).
+shows the progress of a load and of a rewrite.
 """
 
 import errno
