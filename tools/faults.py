@@ -26,21 +26,47 @@ them (``GETJOB`` from random nodes, every delivery recorded, then
                and, while they take it (``--take-before-kill``), kill -9
                every node at once; restart them all with the AOF.
 
+The storage nemeses (the AOF on; each node's files in ``nodeI/data``, its
+log beside, so the log is never what fails; ``tools/faultdisk.py``):
+
+``disk-full-one``, ``disk-full-all``
+               every node's data directory is a tmpfs of ``--disk-size``
+               (root only: skipped with the reason otherwise); fill the
+               one of one node, or of every node, with a filler file
+               (leaving 0-2 pages: a short write, then ENOSPC), free it
+               after 1-4 s.  Clients get -MISCONF meanwhile: refusals,
+               counted apart, not losses;
+``corrupt``    kill -9 a minority of the nodes, damage their AOF (a torn
+               tail, a cut in the middle; bit flips in the middle only
+               when the node has a directive to load past damaged
+               records, set on every node of the phase), restart them;
+``power-cut``  like ``kill-all``, through ``tools/faultnode.py``, which
+               logs every fsync and rename the nodes make; after the kill
+               each node's files are cut back to what their last fsync
+               covered and renames no directory fsync made durable are
+               undone.  The guarantee holds with ``appendfsync always``
+               only: with ``everysec`` (about a second) and ``no`` losses
+               are reported, not failed.
+
 Then everything is healed, the producers stop and the consumers drain
-until every acknowledged job was delivered and nothing came for
-``--quiet`` seconds (or nothing came for ``--idle`` seconds, or
-``--drain`` seconds passed).  ``tools/faultcheck.py`` gives the verdict:
-lost, unexpected, duplicate %, and crashes (a node process that exited
-without the nemesis killing it, or a Traceback in a node's log).  Every
+until nothing came for ``--quiet`` seconds and no node holds a job it could
+still deliver (JSCAN of each node), or ``--drain`` seconds passed.
+``tools/faultcheck.py`` gives the verdict: lost (acknowledged, never
+delivered, held by no node), held (acknowledged, never delivered, still
+held by a node at the drain's bound), unexpected, duplicate %, and crashes
+(a node process that exited without the nemesis killing it or could not
+restart, or a Traceback in a node's log).  Every
 delivery's time, node and consumer are traced: for ``kill-all`` the
 report counts apart the duplicates of jobs delivered before a kill of
 every node and again after it (ACKs in flight at the kill), and
 ``--json`` keeps the traces of up to 200 duplicated jobs.
 
 Exit status 1 when a phase lost an acknowledged job where the guarantee
-holds (every nemesis except ``kill``, and every one with ``--no-aof`` but
-``stop`` and ``partition``: a node restarted without its AOF has forgotten
-its copies), delivered an unexpected job, or saw a crash; 0 otherwise.  ``--json FILE`` writes the whole report.
+holds (every nemesis except ``kill``, ``power-cut`` without ``appendfsync
+always``, and every one with ``--no-aof`` but ``stop`` and ``partition``:
+a node restarted without its AOF has forgotten its copies), still held
+acknowledged jobs at the drain's bound, delivered an unexpected job, or
+saw a crash; 0 otherwise.  ``--json FILE`` writes the whole report.
 """
 
 import argparse
@@ -58,14 +84,32 @@ from collections import Counter
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from faultcheck import check  # noqa: E402
+from faultcheck import LIVE, UNKNOWN, check, drain_over  # noqa: E402
+import faultdisk  # noqa: E402
 import netfilter  # noqa: E402
-from support import Client, show, start_cluster, wait_full_mesh  # noqa: E402
+from support import Client, NodeProcess, wait_full_mesh  # noqa: E402
 
-NEMESES = ("kill", "kill-aof", "stop", "partition", "kill-all")
+STORAGE = ("disk-full-one", "disk-full-all", "corrupt", "power-cut")
+NEMESES = ("kill", "kill-aof", "stop", "partition", "kill-all") + STORAGE
 QUEUE = "faults"
 BUS_PORT_OFFSET = 10000
 ADDJOB_TIMEOUT_MS = 2000
+AOF_NAME = "disque.aof"  # appendfilename's default
+FAULTNODE = os.path.join(ROOT, "tools", "faultnode.py")
+
+
+def skip_damaged_directive():
+    """``name=value``: the directive that makes a node start past the damaged
+    records of its AOF (``aof-load-damaged skip``), or None when this
+    version has none."""
+    try:
+        from disque.config import SPECS
+    except ImportError:
+        return None
+    for spec in SPECS:
+        if spec.name == "aof-load-damaged" and "skip" in (getattr(spec, "choices", None) or ()):
+            return "aof-load-damaged=skip"
+    return None
 
 
 class History:
@@ -75,6 +119,7 @@ class History:
         self.lock = threading.Lock()
         self.attempted = set()
         self.acked = {}
+        self.acked_at = {}  # job id -> time its ADDJOB answered
         self.deliveries = []
         self.delivered = set()
         self.trace = {}  # job id -> [(time, node index)] of its deliveries
@@ -88,6 +133,7 @@ class History:
     def ack(self, job_id, body):
         with self.lock:
             self.acked[job_id] = body
+            self.acked_at[job_id] = time.time()
 
     def deliver(self, jobs, node, consumer):
         """``jobs`` (id, body) handed out by node index ``node`` to consumer
@@ -110,14 +156,70 @@ class History:
             return sum(1 for job_id in self.acked if job_id not in self.delivered)
 
 
+class FaultNode(NodeProcess):
+    """A node whose files (AOF, node file) are in ``datadir`` when given
+    (its log stays in its own directory, outside), started through
+    ``tools/faultnode.py`` when ``synclog`` is given."""
+
+    def __init__(self, workdir, datadir=None, synclog=None, **kw):
+        super().__init__(workdir, **kw)
+        self.datadir = datadir or self.workdir
+        self.synclog = synclog
+        os.makedirs(self.datadir, exist_ok=True)
+
+    def command(self):
+        cmd = super().command()
+        cmd[cmd.index("--dir") + 1] = self.datadir
+        if self.synclog:
+            cmd = [sys.executable, FAULTNODE, self.synclog] + cmd[1:]
+        return cmd
+
+    @property
+    def aof(self):
+        return os.path.join(self.datadir, AOF_NAME)
+
+
+def start_nodes(nodes, timeout):
+    """Start ``nodes`` and join them (a chain of MEETs), as
+    ``support.start_cluster`` does; all killed if one fails."""
+    try:
+        for node in nodes:
+            node.start(wait=False)
+        for node in nodes:
+            node.wait_ready(timeout=timeout)
+        for a, b in zip(nodes, nodes[1:]):
+            c = a.client()
+            try:
+                assert c.call("CLUSTER", "MEET", b.host, str(b.port)) == b"OK"
+            finally:
+                c.close()
+        wait_full_mesh(nodes, timeout)
+    except BaseException:
+        for node in nodes:
+            node.kill()
+        raise
+
+
 class Cluster:
     """The nodes of one phase, what the nemesis did to them, and the crashes
-    it did not cause (found by :meth:`watch`)."""
+    it did not cause (found by :meth:`watch`).  ``data``: each node's files
+    in ``nodeI/data`` -- a tmpfs of ``disk_size`` bytes when ``disks`` (a
+    ``faultdisk.Disks``) is given; ``synclog``: nodes run through
+    ``tools/faultnode.py``, logging to ``nodeI/synclog``."""
 
-    def __init__(self, workdir, hosts, args):
-        self.nodes = start_cluster(workdir, len(hosts), args=args, hosts=hosts, timeout=60)
+    def __init__(self, workdir, hosts, args, data=False, disks=None, disk_size=None, synclog=False):
+        self.nodes = []
+        for i, host in enumerate(hosts):
+            home = os.path.join(workdir, "node%d" % i)
+            datadir = os.path.join(home, "data") if data or disks is not None else None
+            if disks is not None:
+                disks.mount(datadir, disk_size)
+            self.nodes.append(FaultNode(home, datadir=datadir, synclog=synclog and os.path.join(home, "synclog"),
+                                        args=args, host=host))
+        start_nodes(self.nodes, timeout=60)
         self.down = set()      # killed by the nemesis, not restarted yet
         self.stopped = set()   # SIGSTOPped
+        self.dead = set()      # could not restart: left down
         self.crashes = []
         self.lock = threading.RLock()
 
@@ -135,12 +237,24 @@ class Cluster:
             self.nodes[i].proc.wait()
 
     def restart(self, indexes):
+        """Start ``indexes`` again; a node that cannot (it exits: its AOF
+        refused, say; or is not ready in 120 s) is a crash, left down."""
+        indexes = [i for i in indexes if i not in self.dead]
         for i in indexes:
             node = self.nodes[i]
             node.proc.stdout.close()
             node.start(wait=False)
         for i in indexes:
-            self.nodes[i].wait_ready(timeout=120)
+            node = self.nodes[i]
+            try:
+                node.wait_ready(timeout=120)
+            except RuntimeError as e:
+                node.kill()
+                with self.lock:
+                    self.dead.add(i)
+                    self.crashes.append({"node": i, "returncode": node.proc.returncode, "at": time.time(),
+                                         "restart_failed": True, "log_tail": str(e)[-3000:]})
+                continue
             with self.lock:
                 self.down.discard(i)
 
@@ -156,7 +270,7 @@ class Cluster:
 
     def heal(self):
         self.pause(sorted(self.stopped), signal.SIGCONT)
-        self.restart(sorted(self.down))
+        self.restart(sorted(self.down - self.dead))
 
     def watch(self):
         """Record nodes that exited on their own; they stay down until
@@ -164,7 +278,7 @@ class Cluster:
         the thread that started it, PR_SET_PDEATHSIG)."""
         with self.lock:
             for i, node in enumerate(self.nodes):
-                if i in self.down or node.proc.poll() is None:
+                if i in self.down or i in self.dead or node.proc.poll() is None:
                     continue
                 self.crashes.append({"node": i, "returncode": node.proc.returncode, "at": time.time(),
                                      "log_tail": node.log()[-3000:]})
@@ -185,13 +299,64 @@ class Cluster:
                 return None
         return total
 
+    def holdings(self):
+        """Per node, ``{job id: state}`` of the jobs of the queue it holds
+        (JSCAN; acked ones included), or None for a node down or that
+        could not say."""
+        out = []
+        for i, node in enumerate(self.nodes):
+            with self.lock:
+                gone = i in self.down or i in self.dead or i in self.stopped
+            out.append(None if gone else _held(node))
+        return out
+
+    def holding(self):
+        """Jobs held in a live state (one that can still be delivered),
+        summed over the nodes; None when a node could not say."""
+        held = self.holdings()
+        if any(h is None for h in held):
+            return None
+        return sum(1 for h in held for state in h.values() if state in LIVE)
+
     def stop(self):
-        self.heal()
+        """Stop every node (after the heal: restarted, continued)."""
+        try:
+            self.heal()
+        finally:
+            self.kill_all_quietly()
+
+    def kill_all_quietly(self):
         with self.lock:
             self.down.update(range(len(self.nodes)))
         for node in self.nodes:
+            if node.proc is None:
+                continue
+            if node.proc.poll() is None:
+                os.kill(node.proc.pid, signal.SIGCONT)
             node.stop()
-            node.proc.stdout.close()
+            if not node.proc.stdout.closed:
+                node.proc.stdout.close()
+
+
+def _held(node):
+    """``{job id: state}`` for the jobs of the queue ``node`` holds, or None
+    when it cannot say (down, loading, silent)."""
+    try:
+        c = Client(node.port, host=node.host, timeout=10)
+    except OSError:
+        return None
+    try:
+        out = {}
+        for state in LIVE + ("acked",):
+            reply = c.call("JSCAN", "0", "BUSYLOOP", "QUEUE", QUEUE, "STATE", state, "REPLY", "id")
+            if not isinstance(reply, list):
+                return None
+            out.update((job_id.decode(), state) for job_id in reply[1])
+        return out
+    except (OSError, ConnectionError):
+        return None
+    finally:
+        c.close()
 
 
 class Session:
@@ -316,9 +481,12 @@ class Workload:
                 self.history.error("GETJOB the same job twice in one reply")
             self.history.deliver(jobs, session.node, k)
             try:
-                session.call("ACKJOB", *[job_id for job_id, _ in jobs])
+                reply = session.call("ACKJOB", *[job_id for job_id, _ in jobs])
             except (OSError, ConnectionError) as e:
                 self.history.error("ACKJOB " + type(e).__name__)
+                continue
+            if isinstance(reply, Exception):
+                self.history.error("ACKJOB " + str(reply).split(" ")[0])
 
 
 class Nemesis:
@@ -333,12 +501,14 @@ class Nemesis:
         self.partitioner = partitioner
         self.n = len(cluster.nodes)
         self.replicate = workload.options.replicate
+        # corrupt: bit flips only where the nodes can start past a damaged record.
+        self.damages = ("tail", "middle", "flip") if skip_damaged_directive() else ("tail", "middle")
 
     def run(self, seconds):
         events = []
         end = time.time() + seconds
         while True:
-            gap = self.rng.uniform(2, 5) if self.kind == "kill-all" else self.rng.uniform(1, 3)
+            gap = self.rng.uniform(2, 5) if self.kind in ("kill-all", "power-cut") else self.rng.uniform(1, 3)
             self._sleep_until(min(end, time.time() + gap))
             if time.time() >= end - 1:
                 return events
@@ -383,11 +553,13 @@ class Nemesis:
         self.partitioner.heal()
         return {"sides": [side_a, side_b], "hold": round(hold, 2)}
 
-    def kill_all(self, hold):
+    def kill_all(self, hold, power_cut=False):
         """Consumers wait until a backlog builds, then take it (GETJOB,
         ACKJOB) for a moment, and every node is killed at once: jobs queued,
         delivered and not acknowledged yet, acknowledged on one node and not
-        yet on the others.  All restart with the AOF."""
+        yet on the others.  All restart with the AOF -- with ``power_cut``,
+        once their files are cut back to what a power cut leaves
+        (``faultdisk.power_cut``)."""
         self.workload.paused.set()
         time.sleep(self.rng.uniform(1, 3))
         backlog = self.cluster.backlog()
@@ -399,42 +571,134 @@ class Nemesis:
         killed_at = time.time()
         self.cluster.kill(everyone)
         self.workload.paused.clear()
+        event = {"backlog": backlog, "killed_at": round(killed_at, 3)}
+        if power_cut:
+            cut_bytes = undone = 0
+            for node in self.cluster.nodes:
+                done = faultdisk.power_cut(node.datadir, node.synclog)
+                cut_bytes += sum(size - keep for size, keep in done["cut"].values())
+                undone += len(done["undone"])
+            event.update(cut_bytes=cut_bytes, renames_undone=undone)
         time.sleep(self.rng.uniform(0, 1))
         started = time.time()
         self.cluster.restart(everyone)
-        return {"backlog": backlog, "killed_at": round(killed_at, 3), "restart_s": round(time.time() - started, 2)}
+        event["restart_s"] = round(time.time() - started, 2)
+        return event
+
+    def power_cut(self, hold):
+        return self.kill_all(hold, power_cut=True)
+
+    def _disk_full(self, victims, hold):
+        """Fill the tmpfs of ``victims`` (leaving 0-2 pages: a write may go
+        through in part first), free them ``hold`` s later."""
+        slack = self.rng.randint(0, 2) * 4096
+        taken = {}
+        try:
+            for i in victims:
+                taken[i] = faultdisk.fill(self.cluster.nodes[i].datadir, slack)
+            time.sleep(hold)
+        finally:
+            for i in victims:
+                faultdisk.free(self.cluster.nodes[i].datadir)
+        return {"nodes": victims, "hold": round(hold, 2), "slack": slack, "filled_mb": round(
+            sum(taken.values()) / 1048576.0, 1)}
+
+    def disk_full_one(self, hold):
+        return self._disk_full([self.rng.randrange(self.n)], hold)
+
+    def disk_full_all(self, hold):
+        return self._disk_full(list(range(self.n)), hold)
+
+    def corrupt(self, hold):
+        """kill -9 a minority, damage each one's AOF (a kind drawn from
+        ``damages``), restart them after ``hold`` s."""
+        victims = self._victims()
+        self.cluster.kill(victims)
+        kinds = [self.rng.choice(self.damages) for _ in victims]
+        damaged = {i: faultdisk.damage(self.cluster.nodes[i].aof, kind, self.rng) for i, kind in zip(victims, kinds)}
+        time.sleep(hold)
+        self.cluster.restart(victims)
+        return {"nodes": victims, "hold": round(hold, 2), "damage": damaged}
 
 
-def drain(history, options):
-    """Let the consumers run until every acknowledged job was delivered and
-    nothing came for ``--quiet`` s, nothing came for ``--idle`` s, or
-    ``--drain`` s passed.  Returns the seconds it took."""
+def drain(cluster, history, options):
+    """Let the consumers run until nothing came for ``--quiet`` s and no
+    node holds a job it could still deliver, or ``--drain`` s passed
+    (``faultcheck.drain_over``).  Returns (seconds it took, why it ended,
+    [(second, jobs held in a live state or None)] of each look at the
+    nodes)."""
     start = time.time()
+    asked = 0.0
+    looks = []
     while True:
         time.sleep(0.25)
         now = time.time()
         silent = now - max(history.last_delivery, start)
-        if silent >= options.quiet and history.missing() == 0:
-            break
-        if silent >= options.idle or now - start >= options.drain:
-            break
-    return round(time.time() - start, 1)
+        holding = None
+        if silent >= options.quiet and now - asked >= 1.0:
+            asked = now
+            holding = cluster.holding()
+            looks.append((round(now - start, 1), holding))
+        why = drain_over(time.time() - start, silent, history.missing(), holding, options.quiet, options.drain)
+        if why is not None:
+            return round(time.time() - start, 1), why, looks
+
+
+def phase_setup(kind, options):
+    """``(report, reason)``: the phase's first fields, and why it cannot run
+    here (None: it can)."""
+    aof = kind != "kill" and not options.no_aof
+    # Nodes that keep their memory, or get it back from the AOF, lose nothing;
+    # after a power cut, only what was fsynced is left.
+    guarantee = aof or kind in ("stop", "partition")
+    if kind == "power-cut":
+        guarantee = aof and options.appendfsync == "always"
+    report = {"nemesis": kind, "aof": aof and options.appendfsync, "guarantee": guarantee}
+    reason = None
+    if kind == "partition" and options.no_partition_reason is not None:
+        reason = options.no_partition_reason
+    elif kind in STORAGE and options.no_aof:
+        reason = "a storage nemesis works on the AOF: not run with --no-aof"
+    elif kind.startswith("disk-full"):
+        reason = options.no_disk_reason
+    return report, reason
 
 
 def run_phase(kind, options, base, partitioner, workdir):
     """One nemesis on a fresh cluster: the phase's report (a dict)."""
-    aof = kind != "kill" and not options.no_aof
-    # Nodes that keep their memory, or get it back from the AOF, lose nothing.
-    report = {"nemesis": kind, "aof": aof and options.appendfsync,
-              "guarantee": aof or kind in ("stop", "partition")}
-    if kind == "partition" and partitioner is None:
-        report["skipped"] = options.no_partition_reason
+    report, reason = phase_setup(kind, options)
+    if reason is not None:
+        report["skipped"] = reason
         return report
     args = ["--cluster-node-timeout", str(options.node_timeout)]
-    if aof:
+    if report["aof"]:
         args += ["--appendonly", "yes", "--set", "appendfsync=" + options.appendfsync]
+    if kind in STORAGE:  # rewrites (and their renames) happen within a short run too
+        args += ["--set", "auto-aof-rewrite-min-size=%d" % options.rewrite_min_size]
+    if kind == "corrupt" and skip_damaged_directive():
+        args += ["--set", skip_damaged_directive()]
+        report["flips"] = True
+    elif kind == "corrupt":
+        report["flips"] = False  # no directive to load past a damaged record: tail and middle cuts only
     hosts = ["127.0.0.%d" % (base + i) for i in range(options.nodes)]
-    cluster = Cluster(os.path.join(workdir, kind), hosts, args)
+    disks = faultdisk.Disks() if kind.startswith("disk-full") else None
+    cluster = None
+    try:
+        cluster = Cluster(os.path.join(workdir, kind), hosts, args, data=kind in STORAGE, disks=disks,
+                          disk_size=options.disk_size, synclog=kind == "power-cut")
+        _run_phase(kind, options, cluster, partitioner, report)
+    finally:
+        if cluster is not None:
+            cluster.kill_all_quietly()
+        if disks is not None:
+            if options.keep and cluster is not None:  # (the tmpfs goes with the mount)
+                for node in cluster.nodes:
+                    shutil.copytree(node.datadir, node.datadir + "-kept", ignore=shutil.ignore_patterns("filler"))
+            disks.close()
+    return report
+
+
+def _run_phase(kind, options, cluster, partitioner, report):
     history = History()
     workload = Workload(cluster, history, options, "s%d:%s" % (options.seed, kind))
     rng = random.Random("%d/%s" % (options.seed, kind))
@@ -457,27 +721,46 @@ def run_phase(kind, options, base, partitioner, workdir):
         cluster.heal()
     workload.stop_producers()
     try:
-        wait_full_mesh(cluster.nodes, timeout=60)
-        report["meshed_after_heal"] = True
+        wait_full_mesh([n for i, n in enumerate(cluster.nodes) if i not in cluster.dead], timeout=60)
+        report["meshed_after_heal"] = not cluster.dead
     except AssertionError:
         report["meshed_after_heal"] = False
-    report["drain_s"] = drain(history, options)
+    before = len(history.deliveries)
+    report["drain_s"], report["drain_end"], report["drain_looks"] = drain(cluster, history, options)
+    report["drain_deliveries"] = len(history.deliveries) - before
     workload.stop_consumers()
     watching.clear()
     watcher.join()
     cluster.watch()
 
-    result = check(history.attempted, history.acked, history.deliveries)
+    undelivered = [job_id for job_id in history.acked if job_id not in history.delivered]
+    holdings = cluster.holdings() if undelivered else []
+    states = {job_id: [UNKNOWN if h is None else h.get(job_id, "-") for h in holdings] for job_id in undelivered}
+    result = check(history.attempted, history.acked, history.deliveries, states)
     twice = [job_id for job_id, times in history.trace.items() if len(times) > 1]
     report["duplicate_trace"] = {job_id: history.trace[job_id] for job_id in twice[:200]}
     report["duplicates_across_kill_all"] = across_kills(
         [history.trace[job_id] for job_id in twice], [e["killed_at"] for e in events if "killed_at" in e])
     report.update(events=events, errors=dict(history.errors), result=result,
-                  crashes=cluster.crashes, tracebacks=cluster.tracebacks())
-    report["where_lost"] = {job_id: [_state(node, job_id) for node in cluster.nodes]
-                            for job_id in result["lost"][:10]}
+                  crashes=cluster.crashes, tracebacks=cluster.tracebacks(),
+                  refused=sum(n for what, n in history.errors.items() if what.endswith(" MISCONF")))
+    report["where_lost"] = {job_id: states[job_id] for job_id in result["lost"][:10]}
+    report["lost_before_kill_s"] = lost_before_kill(
+        [history.acked_at[job_id] for job_id in result["lost"]], [e["killed_at"] for e in events if "killed_at" in e])
     cluster.stop()
-    return report
+
+
+def lost_before_kill(acked_at, kills):
+    """How long before the next kill of every node the lost jobs were
+    acknowledged (``[seconds]``, largest first; a job acknowledged after
+    the last kill is left out): after a power cut, the window the fsync
+    policy let go."""
+    ages = []
+    for t in acked_at:
+        after = [k - t for k in kills if k >= t]
+        if after:
+            ages.append(round(min(after), 3))
+    return sorted(ages, reverse=True)
 
 
 def across_kills(traces, kills):
@@ -493,14 +776,6 @@ def across_kills(traces, kills):
     return n
 
 
-def _state(node, job_id):
-    try:
-        job = show(node, job_id)
-    except (OSError, ConnectionError):
-        return "?"
-    return "-" if job is None else job[b"state"].decode()
-
-
 def verdict(phase):
     """The phase's failures, as sentences (empty: passed)."""
     if "skipped" in phase:
@@ -509,6 +784,9 @@ def verdict(phase):
     out = []
     if phase["guarantee"] and r["lost"]:
         out.append("%d acknowledged jobs lost" % len(r["lost"]))
+    if r.get("held"):
+        out.append("%d acknowledged jobs still held by the nodes, not delivered, when the drain ended (%s)" % (
+            len(r["held"]), phase.get("drain_end", "?")))
     if r["unexpected"]:
         out.append("%d unexpected deliveries" % len(r["unexpected"]))
     if phase["crashes"]:
@@ -522,39 +800,50 @@ def print_report(report, out=sys.stdout):
     w = out.write
     w("\nseed %(seed)d, %(nodes)d nodes, REPLICATE %(replicate)d RETRY %(retry)d, appendfsync %(appendfsync)s, "
       "%(seconds)ss per nemesis\n\n" % report["options"])
-    w("%-10s %-9s %6s %8s %9s %6s %10s %7s %7s  %s\n" % (
-        "nemesis", "aof", "events", "acked", "delivered", "lost", "unexpected", "dup %", "crashes", "verdict"))
+    w("%-13s %-9s %6s %8s %9s %6s %6s %10s %7s %8s %7s  %s\n" % (
+        "nemesis", "aof", "events", "acked", "delivered", "lost", "held", "unexpected", "dup %", "refused",
+        "crashes", "verdict"))
     for phase in report["phases"]:
         if "skipped" in phase:
-            w("%-10s skipped: %s\n" % (phase["nemesis"], phase["skipped"]))
+            w("%-13s skipped: %s\n" % (phase["nemesis"], phase["skipped"]))
             continue
         r = phase["result"]
         bad = verdict(phase)
         note = "; ".join(bad) if bad else "ok"
         if not phase["guarantee"]:
-            note += " (lost jobs allowed: no AOF)"
-        w("%-10s %-9s %6d %8d %9d %6d %10d %7.3f %7d  %s\n" % (
+            note += " (lost jobs allowed: %s)" % (
+                "no AOF" if not phase["aof"] else "power cut with appendfsync %s" % phase["aof"])
+        w("%-13s %-9s %6d %8d %9d %6d %6d %10d %7.3f %8d %7d  %s\n" % (
             phase["nemesis"], phase["aof"] or "off", len(phase["events"]), r["acked"], r["delivered"],
-            len(r["lost"]), len(r["unexpected"]), r["duplicate_pct"], len(phase["crashes"]), note))
+            len(r["lost"]), len(r.get("held", ())), len(r["unexpected"]), r["duplicate_pct"],
+            phase.get("refused", 0), len(phase["crashes"]), note))
     for phase in report["phases"]:
         if "skipped" in phase:
             continue
         r = phase["result"]
         w("\n%s: %d deliveries, %d duplicates (jobs delivered n times: %s), %d delivered unconfirmed, "
-          "drain %ss%s\n" % (phase["nemesis"], r["deliveries"], r["duplicates"], r["redelivered"] or "-",
-                             r["unconfirmed"], phase["drain_s"],
-                             "" if phase["meshed_after_heal"] else ", NOT meshed after heal"))
-        if phase["nemesis"] == "kill-all":
+          "drain %ss (%s)%s\n" % (phase["nemesis"], r["deliveries"], r["duplicates"], r["redelivered"] or "-",
+                                  r["unconfirmed"], phase["drain_s"], phase["drain_end"],
+                                  "" if phase["meshed_after_heal"] else ", NOT meshed after heal"))
+        if phase.get("flips") is False:
+            w("  no bit flips: this version has no directive to load an AOF past a damaged record\n")
+        if phase["nemesis"] in ("kill-all", "power-cut"):
             w("  duplicates of jobs delivered before a kill and again after it: %d of %d\n" % (
                 phase["duplicates_across_kill_all"], r["duplicates"]))
+            if phase["lost_before_kill_s"]:
+                w("  lost jobs were acknowledged %.3f-%.3f s before a kill\n" % (
+                    phase["lost_before_kill_s"][-1], phase["lost_before_kill_s"][0]))
         w("  errors seen by clients: %s\n" % (phase["errors"] or "-"))
         w("  events: %s\n" % "; ".join(_event(e) for e in phase["events"]))
         for job_id, states in phase["where_lost"].items():
             w("  lost %s: state per node %s\n" % (job_id, states))
+        for job_id, states in sorted(r.get("held", {}).items())[:10]:
+            w("  held %s: state per node %s\n" % (job_id, states))
         for job_id, body in r["unexpected"][:10]:
             w("  unexpected delivery %s %r\n" % (job_id, body))
         for crash in phase["crashes"]:
-            w("  crash of node %(node)d (exit %(returncode)s):\n%(log_tail)s\n" % crash)
+            w("  %s of node %d (exit %s):\n%s\n" % ("failed restart" if crash.get("restart_failed") else "crash",
+                                                  crash["node"], crash["returncode"], crash["log_tail"]))
 
 
 def _event(e):
@@ -575,9 +864,16 @@ def parse_args(argv):
     p.add_argument("--consumers", type=int, default=4)
     p.add_argument("--rate", type=float, default=200, help="jobs added per second, all producers (at most)")
     p.add_argument("--node-timeout", type=int, default=2000, help="cluster-node-timeout, ms")
-    p.add_argument("--quiet", type=float, default=5, help="drain: seconds without a delivery once all came")
-    p.add_argument("--idle", type=float, default=30, help="drain: seconds without a delivery, give up")
-    p.add_argument("--drain", type=float, default=180, help="drain: at most this many seconds")
+    p.add_argument("--quiet", type=float, default=5,
+                   help="drain: ends once nothing came for this many seconds and no node holds a job it could "
+                        "still deliver")
+    p.add_argument("--drain", type=float, default=180,
+                   help="drain: at most this many seconds (acknowledged jobs still held then are reported held)")
+    p.add_argument("--disk-size", type=int, default=32 << 20,
+                   help="disk-full-*: bytes of each node's tmpfs")
+    p.add_argument("--rewrite-min-size", type=int, default=256 << 10,
+                   help="storage nemeses: auto-aof-rewrite-min-size of the nodes, bytes (rewrites, and their "
+                        "renames, within a short run)")
     p.add_argument("--take-before-kill", type=float, default=0.6,
                    help="kill-all: the consumers take the backlog for up to this many seconds (at least 0.1) "
                         "before every node is killed; 0: killed while they still wait, the whole backlog queued")
@@ -593,6 +889,7 @@ def parse_args(argv):
     if not 1 <= o.nodes <= 10:
         p.error("--nodes must be 1..10")
     o.kinds = kinds
+    o.no_partition_reason = o.no_disk_reason = None
     return o
 
 
@@ -601,7 +898,8 @@ def main(argv=None):
     base = 100 + (os.getpid() % 10) * 10  # 127.0.0.100-199: apart from other tests
     workdir = tempfile.mkdtemp(prefix="disque-faults-")
     partitioner = None
-    options.no_partition_reason = None
+    if any(kind.startswith("disk-full") for kind in options.kinds) and not options.no_aof:
+        options.no_disk_reason = faultdisk.unavailable()
     if "partition" in options.kinds:
         options.no_partition_reason = netfilter.unavailable()
         if options.no_partition_reason is None:
