@@ -500,8 +500,8 @@ class IOSimCluster:
     every message that could be delivered was, except what :meth:`hold`
     keeps in flight.  A connection attempt to a node that is not listening,
     killed or cut off (:meth:`cut`) is refused at once (a real partition
-    would time out instead; the links retry either way, with their own
-    random backoff of at most about 2 s).
+    would time out instead; the links retry either way, every 100 ms:
+    ``disque.bus.links.RECONNECT_DELAY``).
 
         cluster = IOSimCluster(2, tmp_path)
         a, b = cluster.client(0), cluster.client(1)
@@ -645,8 +645,8 @@ class IOSimCluster:
     def cut_one_way(self, i, j):
         """Node ``i`` can no longer open connections to node ``j``: its link
         to ``j`` breaks and reconnecting is refused until :meth:`heal`,
-        while the connections ``j`` opens to ``i`` carry on (as a link in
-        its reconnect backoff after a restart)."""
+        while the connections ``j`` opens to ``i`` carry on (as when ``i``
+        has not reconnected yet to a ``j`` that restarted)."""
         self.one_way.add((i, j))
         for conn in self.connections:
             if conn.bus and conn.client_node == i and conn.server_node == j:

@@ -119,6 +119,47 @@ def test_failure_and_recovery_are_one_notice_each_per_survivor():
     assert len(sim.notices) == 4, sim.notices
 
 
+def test_a_returning_peer_is_reachable_from_its_first_message_until_it_is_silent_for_the_timeout():
+    """A peer flagged FAIL restarts and is killed again before our own link
+    reached it: only its first PING (on the link it opens at start-up) got
+    to us.  That clears its flags, and it counts as reachable for
+    ``node_timeout`` from that word, as after a PONG, not only until our
+    next cron: an ADDJOB asking every node for a copy meanwhile waits for
+    the copy (and gets it when the peer is back) instead of answering
+    NOREPL.  (Found with the original's test suite; the same with real
+    processes: test_e2e_cluster.py.)"""
+    sim = SimCluster(3, node_timeout=2000)
+    sim.chain_meet()
+    sim.settle()
+    sim.kill(2)
+    back = sim.nodes[2].my_id
+    sim.advance(5000)
+    assert all(sim.nodes[i].cluster.nodes[back].fail for i in (0, 1))
+    sim.revive(2)  # its links come up at once: its PING reaches 0 and 1
+    sim.kill(2)  # and it is gone before theirs reconnected
+    for i in (0, 1):
+        peer = sim.nodes[i].cluster.nodes[back]
+        assert not (peer.pfail or peer.fail or peer.connected), i
+    sim.advance(500)  # a few crons (every 100 ms) of silence, well within the timeout
+    assert [n.cluster.reachable for n in sim.nodes[:2]] == [2, 2]
+    node = sim.nodes[0]
+    node.set_time(sim.now)
+    job = node.addjob.add(b"q", b"body", 3, 0, -1, 3600, 0, False)
+    handle = object()
+    node.addjob.await_replication(job, handle, 30000, b"OK", b"NOREPL")
+    sim._drain(0)
+    sim.pump()
+    answers = [payload for _, h, payload in sim.replies if h is handle]
+    assert answers == []  # waiting for the copy on node 2
+    sim.advance(1600)  # silent for the whole timeout now: suspected again
+    assert node.cluster.nodes[back].pfail and node.cluster.reachable == 1
+    sim.revive(2)
+    sim.advance(300)
+    answers = [payload for _, h, payload in sim.replies if h is handle]
+    assert answers == [b"OK"]
+    assert all(job.id in n.jobs for n in sim.nodes)
+
+
 def test_a_minority_cannot_fail_a_node_alone():
     sim = SimCluster(5, node_timeout=1000)
     sim.chain_meet()

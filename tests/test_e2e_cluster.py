@@ -390,3 +390,41 @@ def test_addjob_right_after_a_peer_dies_waits_for_it(tmp_path):
     finally:
         for n in (a, b, c):
             n.kill()
+
+
+def test_a_restarted_peer_counts_as_reachable_from_its_first_message(tmp_path):
+    """Found with the original's test suite: C is killed and flagged FAIL,
+    restarts, and is killed again the moment A has heard from it (its PING
+    on the link it opens at start-up, or its PONG to A's PING).  C counts
+    as reachable for cluster-node-timeout from that word, not only until
+    A's next cron: an ADDJOB asking every node for a copy waits for C and
+    gets the copy once C is back, where it answered NOREPL at once."""
+    a, b, c = start_cluster(tmp_path, 3, args=("--cluster-node-timeout", "3000"))
+    watcher = a.client()
+    try:
+        c_id = call(c, "CLUSTER", "MYID").decode()
+
+        def c_flags():
+            (line,) = [l for l in watcher.call("CLUSTER", "NODES").decode().splitlines() if l.startswith(c_id)]
+            return line.split()[2]
+
+        c.kill()
+        wait_for(lambda: c_flags() == "fail", timeout=30, what="C flagged FAIL by A")
+        c.start(wait=False)
+        wait_for(lambda: c_flags() == "noflags", timeout=30, interval=0.001, what="A hearing from C again")
+        c.kill()
+        # A pauses for two of its cron periods, so its cron runs before the
+        # ADDJOB below: a peer counted as reachable only until the next cron
+        # would be flagged again by then (the bug).
+        assert call(a, "DEBUG", "SLEEP", "0.2") == b"OK"
+        adder = a.client()
+        adder.send(adder.encode("ADDJOB", "rq", "x", "30000", "REPLICATE", "3"))
+        c.start()
+        reply = adder.read(timeout=40)
+        adder.close()
+        assert isinstance(reply, bytes) and reply.startswith(b"D-"), reply
+        assert holders([a, b, c], reply) == [0, 1, 2]
+    finally:
+        watcher.close()
+        for n in (a, b, c):
+            n.kill()

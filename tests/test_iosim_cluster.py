@@ -192,8 +192,44 @@ def test_hello_priority_of_a_suspected_peer_is_10(tmp_path):
         cluster.stop()
 
 
+def c_line(client, cluster):
+    """Node 2's line in ``client``'s CLUSTER NODES."""
+    line, = [line for line in client.call("CLUSTER", "NODES").split(b"\n") if b":%d " % cluster.ports[2] in line]
+    return line
+
+
+def test_a_peer_back_from_a_failure_is_asked_within_100_ms_by_each_link(tmp_path):
+    """The original's cluster cron connects every node without a link each
+    100 ms, so a failed peer that is back answers a PING (and is reachable
+    again) within 100 ms, however long it was away.  Here C's own links
+    cannot connect (cut one way): only A's and B's, retrying every 100 ms
+    without backoff, bring it back, each time."""
+    cluster = IOSimCluster(3, tmp_path, overrides={"cluster-node-timeout": "2000"})
+    try:
+        a, b = cluster.client(0), cluster.client(1)
+        a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[1])
+        a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[2])
+        cluster.advance(2.0)
+        assert reachable(a) == reachable(b) == 2
+        for _ in range(3):
+            cluster.cut(0, 2)
+            cluster.cut(1, 2)
+            cluster.advance(10.0)  # dozens of failed attempts: no backoff grows meanwhile
+            assert reachable(a) == reachable(b) == 1
+            assert all(b" fail " in line for line in (c_line(a, cluster), c_line(b, cluster)))
+            cluster.heal()
+            cluster.cut_one_way(2, 0)
+            cluster.cut_one_way(2, 1)
+            cluster.advance(0.15)
+            assert (reachable(a), reachable(b)) == (2, 2)
+            assert all(b" noflags " in line and line.endswith(b" connected")
+                       for line in (c_line(a, cluster), c_line(b, cluster)))
+    finally:
+        cluster.stop()
+
+
 def test_an_answer_takes_the_peers_own_connection_while_our_link_is_down(pair):
-    """A's link to B is down (refused, as in its reconnect backoff) while
+    """A's link to B is down (refused, waiting for its next attempt) while
     B's link to A works: B's ADDJOB REPLICATE 2 reaches A, and A's GOTJOB
     goes back on the connection B opened, instead of being dropped until
     A's link is back (the ADDJOB would time out)."""

@@ -1,9 +1,13 @@
 """One reconnecting outbound link per known peer.
 
 The core says which peers it wants links to (``Link``/``Unlink``/``Rekey``
-effects); :class:`Links` keeps a ``ClientService`` per peer, which
-reconnects with a capped backoff while the peer is down, and reports each
-new connection to the runtime (the core then sends MEET or PING on it).
+effects); :class:`Links` keeps a ``ClientService`` per peer, which tries
+again every ``RECONNECT_DELAY`` (100 ms) while the peer is down, as the
+original's cluster cron reconnects every lost link at each of its runs,
+and reports each new connection to the runtime (the core then sends MEET
+or PING on it).  So a peer that comes back is asked within 100 ms, and its
+PONG clears its failure flags (:mod:`disque.core.membership`) as soon as
+the original's would, even if its own link to us is not up yet.
 Each link's endpoint comes from the node's ``BusConnector``
 (``disque.listeners``: the ``cluster-connect`` endpoint string, TCP by
 default; with ``tls-cluster yes`` wrapped in TLS, and then a link is up
@@ -14,10 +18,10 @@ design.
 
 Logs for operators: one line when a link is lost and one when it comes
 back, never a line per reconnection attempt (``ClientService`` logs each
-retry at info level: with one dead peer that was a line a second).
+retry at info level: with one dead peer that would be ten lines a second).
 """
 
-from twisted.application.internet import ClientService, backoffPolicy
+from twisted.application.internet import ClientService
 from twisted.internet.interfaces import IHandshakeListener
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
@@ -92,14 +96,19 @@ class _TLSLinkProtocol(BusProtocol):
         super().connectionLost(reason)
 
 
-_backoff = backoffPolicy(0.1, 1.0, 2.0)
+#: Seconds between two attempts to connect a lost link, however many
+#: failed: the original's cluster cron (every 100 ms) connects each node
+#: without a link.  A connection attempt to a dead peer is cheap (refused,
+#: or left pending until the endpoint's timeout).
+RECONNECT_DELAY = 0.1
 
 
 def _retry_policy(attempt):
-    """The delay before reconnecting after ``attempt`` failures.  A failed
-    attempt may leave a reference cycle the heap freezer holds: say so."""
+    """The delay before reconnecting after ``attempt`` failures: always
+    ``RECONNECT_DELAY``, no backoff.  A failed attempt may leave a
+    reference cycle the heap freezer holds: say so."""
     frozen_cycles_released()
-    return _backoff(attempt)
+    return RECONNECT_DELAY
 
 
 class PeerLink:
@@ -201,10 +210,10 @@ class Links:
 
     def send(self, node_id, frame):
         """Send on our link to ``node_id``; while it is down (connecting, or
-        in its reconnect backoff), on the connection that node opened to
-        us, if any: an answer to a node that just came back (GOTJOB,
-        SETACK, QUEUED) must not wait for our reconnect backoff or be lost
-        to it.  True if the frame went somewhere."""
+        waiting to try again), on the connection that node opened to us, if
+        any: an answer to a node that just came back (GOTJOB, SETACK,
+        QUEUED) must not wait for our next attempt or be lost to it.  True
+        if the frame went somewhere."""
         link = self.by_id.get(node_id)
         if link is not None and link.send(frame):
             return True

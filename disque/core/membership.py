@@ -24,12 +24,27 @@ Membership ("Adding and removing nodes at runtime"):
   the rest of the cluster has time to forget it too.
 
 Failure detection: every peer is pinged at least every
-``min(1 s, node_timeout / 2)``; a ping without PONG for ``node_timeout``
-marks the peer PFAIL (suspected), and a PFAIL node that a majority of the
-cluster also reports as PFAIL or FAIL (reports are gossip, valid for
-``2 * node_timeout``) becomes FAIL, broadcast to every node.  Any PONG clears
-both: in Disque failure detection only steers replication and what HELLO
-tells clients, nothing is failed over.
+``min(1 s, node_timeout / 2)``.  A peer is suspected (PFAIL) once we have
+waited ``node_timeout`` to hear from it (:meth:`ClusterView._silent_since`):
+while our link to it is up, for the PONG to our oldest unanswered PING;
+while it is down, for any word of it (PONG, PING or MEET) since its last
+one, or since a PING of ours still unanswered if that came later.  A PFAIL
+node that a majority of the cluster also reports as PFAIL or FAIL (reports
+are gossip, valid for ``2 * node_timeout``) becomes FAIL, broadcast to
+every node.  Failure detection only steers replication and what HELLO
+tells clients (nothing is failed over), so both flags clear as soon as the
+peer talks:
+
+* a PONG to our PING (the original's only way back; its cron reconnects a
+  lost link every 100 ms to ask, and so do our links, see
+  :mod:`disque.bus.links`);
+* a PING or MEET it sends us, such as the first message of a restarted
+  node on the link it opens at start-up.  While our own link is down it
+  also starts the wait again (a PING pending on a lost link is not waited
+  for any more): a peer that came back counts as reachable for
+  ``node_timeout`` from its last word, as after a PONG, and is not flagged
+  again by the next cron, so an ADDJOB asking it for a copy meanwhile
+  waits for the copy instead of answering NOREPL.
 
 ``size`` counts known nodes including myself, handshakes excluded (the
 original's ``cluster_size``); ``reachable`` counts peers neither in
@@ -70,8 +85,8 @@ def valid_address(host: bytes, port: int) -> bool:
 
 class ClusterNode:
     __slots__ = ("id", "host", "port", "handshake", "pfail", "fail", "leaving", "ping_sent",
-                 "pong_received", "last_ping", "fail_reports", "connected", "created", "meet", "explicit",
-                 "extensions")
+                 "pong_received", "ping_received", "last_ping", "fail_reports", "connected", "created", "meet",
+                 "explicit", "extensions")
 
     def __init__(self, node_id: bytes, host: bytes = b"", port: int = 0, now: int = 0):
         self.id = node_id
@@ -84,7 +99,8 @@ class ClusterNode:
         self.fail = False
         self.leaving = False
         self.ping_sent = 0  # ms of the oldest unanswered PING, 0 = none
-        self.pong_received = 0
+        self.pong_received = 0  # ms of its last PONG
+        self.ping_received = 0  # ms of its last PING or MEET (it talks to us on its own link)
         self.last_ping = 0
         self.fail_reports = {}  # reporter id -> ms of the report
         self.connected = False  # our outbound link is up (set by the adapter)
@@ -339,7 +355,10 @@ class ClusterView:
             if sender.pfail or sender.fail:
                 self._clear_failure(sender)
         elif kind is messages.Meet or kind is messages.Ping:
-            if sender.pfail or sender.fail:  # it talks: not failed from our side
+            sender.ping_received = now  # it talks: the wait for it (_silent_since) starts again
+            if not sender.connected:
+                sender.ping_sent = 0  # our PING went with our link: no answer is awaited
+            if sender.pfail or sender.fail:  # and it is not failed from our side
                 self._clear_failure(sender)
         if kind is messages.Fail:
             target = self.nodes.get(msg.node_id)
@@ -419,6 +438,18 @@ class ClusterView:
 
     # -- periodic work -----------------------------------------------------
 
+    @staticmethod
+    def _silent_since(node) -> int:
+        """Since when we have been waiting to hear from ``node`` (ms; it is
+        suspected ``node_timeout`` later), 0 if we are not waiting.  With
+        our link up: since our oldest unanswered PING, if one is pending.
+        With it down: since the latest of its last PONG, its last PING or
+        MEET and a PING of ours still unanswered, or else since we learnt
+        of it."""
+        if node.connected:
+            return node.ping_sent
+        return max(node.ping_sent, node.pong_received, node.ping_received) or node.created
+
     def cron(self, now: int) -> None:
         timeout = self.node_timeout
         interval = min(1000, timeout // 2 or 1)
@@ -431,8 +462,8 @@ class ClusterView:
                 continue
             if node.connected and now - node.last_ping >= interval and node.ping_sent == 0:
                 self._ping(node, now)
-            waited_since = node.ping_sent or (0 if node.connected else node.pong_received or node.created)
-            if waited_since and not node.pfail and now - waited_since > timeout:
+            silent_since = self._silent_since(node)
+            if silent_since and not node.pfail and now - silent_since > timeout:
                 node.pfail = True
             if node.pfail and not node.fail:
                 self._maybe_fail(node, now)
