@@ -21,10 +21,6 @@ REWRITES = ("rewrite-in-traffic", "ack-delete", "appendonly-at-run-time", "no", 
 ALWAYS_WORKLOADS = [n for n, w in WORKLOADS.items() if w.directives.get("appendfsync") == "always"]
 
 # Known bugs, expected to fail until fixed (strict: a fix makes them pass, and fail here).
-NEW_AOF_NAME = ("disque/persistence/aof.py AOFPersistence._open: creating the file (CONFIG SET appendonly yes, or "
-                "a restart with appendonly yes and no AOF yet) is not followed by an fsync of the directory; jobs "
-                "appended to it are acknowledged under always, and a power cut can lose the file's name (only a "
-                "rewrite's directory fsync, or the node file's when it is saved, makes it durable)")
 MARKER_REWRITE = ("disque/persistence/aof.py AOFPersistence._loaded: after a controlled restart with the AOF on, "
                   "the rewrite that drops the CONTROLLED-RESTART marker runs incrementally while clients are "
                   "served: a RETRY 0 job delivered meanwhile is queued again after a crash (kill -9 too)")
@@ -70,14 +66,7 @@ def reports(recordings, tmp_path_factory):
     return get
 
 
-def _param(name, model):
-    marks = []
-    if model == "weak" and name in ("appendonly-at-run-time", "appendonly-in-config"):
-        marks.append(known_bug(NEW_AOF_NAME))
-    return pytest.param(name, model, marks=marks, id="%s-%s" % (name, model))
-
-
-@pytest.mark.parametrize("name, model", [_param(n, m) for n in WORKLOADS for m in MODELS])
+@pytest.mark.parametrize("name, model", [pytest.param(n, m, id="%s-%s" % (n, m)) for n in WORKLOADS for m in MODELS])
 def test_every_crash_state_starts_with_every_acknowledged_job(recordings, reports, name, model):
     """It starts (a damaged state: after check_aof --fix if refused), with
     every job acknowledged as durable, none never added; under always, no

@@ -32,13 +32,16 @@ Write errors (the original's ``aof.c``, and beyond):
   once a second.
 
 Loading reads the file in chunks, logs progress, repairs a truncated last
-record (``aof-load-truncated yes``) and refuses a file corrupt in the middle
-with the offset and the repair tool to use.  A small file (up to
-``sync-load-max`` bytes, 1 MB: a tenth of a second) is loaded at once when
-the node is built, before it listens; a bigger one is loaded by the service
-in slices of a few milliseconds, one per reactor turn (:meth:`begin_load`),
-while clients get ``-LOADING`` (see :mod:`disque.service`).  ``info()``
-shows the progress of a load and of a rewrite.
+record (``aof-load-truncated yes``) and refuses a file damaged before its
+end (a checksum that does not match, bytes that are not records) with the
+offset, the job and the repair tool to use, or, with ``aof-load-damaged
+skip``, loads it without the damaged records, then rewrites it.  A small
+file (up to ``sync-load-max`` bytes, 1 MB: a tenth of a second) is loaded
+at once when the node is built, before it listens; a bigger one is loaded
+by the service in slices of a few milliseconds, one per reactor turn
+(:meth:`begin_load`), while clients get ``-LOADING`` (see
+:mod:`disque.service`).  ``info()`` shows the progress of a load and of a
+rewrite.
 """
 
 import errno
@@ -102,6 +105,11 @@ class AOFPersistence:
 
     # -- loading -------------------------------------------------------------
 
+    # What the last load found damaged and skipped (aof-load-damaged skip):
+    # INFO's aof_load_damaged_records and aof_load_damaged_bytes.
+    load_damaged_records = 0
+    load_damaged_bytes = 0
+
     def load(self, node):
         """Load the file into ``node`` at once; returns the number of
         records applied.  Loads only when AOF is on, or for a controlled
@@ -142,7 +150,10 @@ class AOFPersistence:
 
     def _loaded(self, loading, good):
         """The records are applied (``good``: where the last whole one
-        ends): the end of a load, as the original does it."""
+        ends): the end of a load, as the original does it.  A load that
+        skipped damaged records (``aof-load-damaged skip``) is followed by
+        a rewrite, as a controlled restart's: the damage does not stay in
+        the file, and the next start does not find it again."""
         node = loading.node
         total = loading.total
         if good < total:
@@ -150,36 +161,58 @@ class AOFPersistence:
                 raise AOFError("the last record is truncated (%d of %d bytes are whole records); "
                                "run python -m disque.tools.check_aof --fix %s" % (good, total, self.path), good)
             log.warn("The AOF ends with a truncated record: dropping its last {n} bytes", n=total - good)
-            with open(self.path, "r+b") as f:
-                f.truncate(good)
+            fd = self.fs.open_append(self.path)
+            try:
+                self.fs.truncate(fd, good)
+            finally:
+                self.fs.close(fd)
         controlled = loading.controlled
         queued = node.jobs.finish_load(controlled or self.config["aof-enqueue-jobs-once"])
         log.info("AOF loaded: {n} records, {jobs} jobs ({queued} queued) in {t:.2f}s",
                  n=loading.records, jobs=len(node.jobs), queued=queued, t=self.clock() - loading.started)
+        damaged = loading.damaged_records
+        self.load_damaged_records, self.load_damaged_bytes = damaged, loading.damaged_bytes
+        if damaged:
+            log.warn("The AOF was loaded without {n} damaged records ({size} bytes): their jobs are back only "
+                     "if other nodes hold copies; a deleted job whose DELJOB was damaged is back too{then}",
+                     n=damaged, size=loading.damaged_bytes,
+                     then="; rewriting the file" if self.enabled else "")
         if self.config["aof-enqueue-jobs-once"]:
             self.config.set(b"aof-enqueue-jobs-once", b"no")  # once
         if controlled and not self.enabled:
-            os.replace(self.path, self.path + ".loaded")  # never reload stale state after a crash
+            self.fs.replace(self.path, self.path + ".loaded")  # never reload stale state after a crash
         elif self.enabled:
             self._open()
-            if controlled:
-                self.rewrite(node)  # drop the marker: the next start is a plain one
+            if controlled or damaged:
+                self.rewrite(node)  # drop the marker (the next start is a plain one), or the damage
 
     def _load_error(self, e):
         """The AOFError to raise for ``e``: says which file and how to
-        repair it."""
+        repair it (and, for damage, that the node can start without it)."""
         text = str(e)
+        if e.damage is not None:
+            text += ("; a node whose jobs have copies on other nodes can start without the damaged records "
+                     "(aof-load-damaged skip)")
         if "check_aof" not in text:
             text += "; inspect or repair it with: python -m disque.tools.check_aof [--fix] %s" % self.path
-        return AOFError("cannot load the append only file: %s" % text, e.offset)
+        return AOFError("cannot load the append only file: %s" % text, e.offset, e.damage)
 
     # -- writing -------------------------------------------------------------
 
     def _open(self):
+        """Open the live file for appending.  A file this creates is made
+        durable by name at once (its directory fsynced): records
+        acknowledged into it must not vanish with the directory entry."""
         if self.fd is None:
+            created = not os.path.exists(self.path)
             self.fd = self.fs.open_append(self.path)
             self.size = self.base_size = self.fs.size(self.fd)
             self.generation += 1
+            if created:
+                try:
+                    self.fs.fsync_dir(os.path.dirname(self.path))
+                except OSError as e:
+                    self._fsync_error(e)
 
     def append(self, record):
         if not self.enabled:
@@ -400,6 +433,8 @@ class AOFPersistence:
         if self.enabled:  # as the original: the size fields only while AOF is on
             fields += [("aof_current_size", self.size), ("aof_base_size", self.base_size),
                        ("aof_last_rewrite_max_pause_ms", self.last_rewrite_pause_ms)]
+        fields += [("aof_load_damaged_records", self.load_damaged_records),  # ours: aof-load-damaged skip
+                   ("aof_load_damaged_bytes", self.load_damaged_bytes)]
         # Work in progress, at the end as the original's loading_* fields.
         if self.rewriting is not None:
             fields += self.rewriting.progress_fields()
