@@ -31,10 +31,8 @@ MARKER_RENAME = ("disque/persistence/aof.py AOFPersistence._loaded: after a cont
 
 def known_bug(reason):
     """An expected failure until the bug is fixed, strict: a fix makes the
-    test pass, which fails it here, so the mark goes with the bug.  (The
-    keyword is passed in a dict: tests/test_py39.py takes every ``strict=``
-    for zip's, 3.10.)"""
-    return pytest.mark.xfail(reason=reason, **{"strict": True})
+    test pass, which fails it here, so the mark goes with the bug."""
+    return pytest.mark.xfail(reason=reason, strict=True)
 
 
 @pytest.fixture(scope="module")

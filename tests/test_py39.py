@@ -12,9 +12,10 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TREES = ("disque", "twisted/plugins", "tests", "benchmarks", "examples", "tools")
 
-# name of a keyword argument or attribute -> what it needs
-NEWER_KEYWORDS = {"strict": "zip(strict=...) is 3.10", "slots": "dataclass(slots=...) is 3.10",
-                  "kw_only": "dataclass(kw_only=...) is 3.10"}
+# (function, keyword argument) -> what it needs; other functions may take
+# keywords of these names (pytest.mark.xfail(strict=True) does)
+NEWER_KEYWORDS = {("zip", "strict"): "zip(strict=...) is 3.10", ("dataclass", "slots"): "dataclass(slots=...) is 3.10",
+                  ("dataclass", "kw_only"): "dataclass(kw_only=...) is 3.10"}
 NEWER_NAMES = {"pairwise": "itertools.pairwise is 3.10", "bit_count": "int.bit_count is 3.10",
                "aiter": "aiter is 3.10", "anext": "anext is 3.10", "TypeAlias": "typing.TypeAlias is 3.10",
                "ParamSpec": "typing.ParamSpec is 3.10"}
@@ -43,9 +44,11 @@ def problems(source: str, name: str = "<source>"):
                 found.append("%d: 'X | Y' in an evaluated annotation is 3.10 (use Optional/Union)"
                              % annotation.lineno)
         if isinstance(node, ast.Call):
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
             for kw in node.keywords:
-                if kw.arg in NEWER_KEYWORDS:
-                    found.append("%d: %s" % (node.lineno, NEWER_KEYWORDS[kw.arg]))
+                if (called, kw.arg) in NEWER_KEYWORDS:
+                    found.append("%d: %s" % (node.lineno, NEWER_KEYWORDS[called, kw.arg]))
         if isinstance(node, ast.Attribute) and node.attr in NEWER_NAMES:
             found.append("%d: %s" % (node.lineno, NEWER_NAMES[node.attr]))
         if isinstance(node, ast.Name) and node.id in NEWER_NAMES:
@@ -74,6 +77,8 @@ def test_the_check_sees_what_3_9_cannot_run():
     assert problems("x: int | str = 1")
     assert "not 3.9 syntax" in problems("match x:\n    case 1: pass\n")[0]
     assert problems("list(zip(a, b, strict=True))") == ["1: zip(strict=...) is 3.10"]
+    assert problems("@dataclasses.dataclass(slots=True)\nclass A: pass") == ["1: dataclass(slots=...) is 3.10"]
+    assert problems("pytest.mark.xfail(reason='r', strict=True)") == []  # not zip's
     assert problems("from itertools import pairwise") == ["1: itertools.pairwise is 3.10"]
     assert problems("n = (5).bit_count()") == ["1: int.bit_count is 3.10"]
 
