@@ -46,7 +46,7 @@ from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptio
                         listening_port, server_endpoint, tls_descriptions)
 from .logs import logger, node_log
 from .persistence import files
-from .persistence.files import atomic_write
+from .persistence.files import atomic_write, remove_stale_temps
 from .plugins import make_strategy
 from .tls import RELOADABLE, TLSContexts, TLSError, TLSServerEndpoint, enabled as tls_enabled
 from .resp.protocol import RespFactory
@@ -596,6 +596,8 @@ class DisqueNodeService(MultiService):
         client_endpoints = tls_endpoints + client_endpoints if tls_cluster else client_endpoints + tls_endpoints
         bus_endpoints = [(server_endpoint(reactor, "cluster-listen", d), d) for d in config["cluster-listen"]]
         nodes_path = os.path.join(config["dir"], config["cluster-config-file"])
+        for path in remove_stale_temps(files.OS, nodes_path):
+            log.info("Removed {path}, left by a save the node did not finish", path=path)
         saved = load_nodes_file(nodes_path) if node_id is None else None
         if saved is not None:
             node_id = saved[0]

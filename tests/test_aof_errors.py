@@ -291,3 +291,22 @@ def test_a_metric_shows_the_error_state(make):
     fs.free()
     node.advance(0.2)
     assert b"disque_aof_write_error 0" in render_metrics(node)
+
+
+def test_temp_files_a_crash_left_are_removed_at_start(make, tmp_path):
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)  # a process that has exited
+    directory = tmp_path / "n0"
+    directory.mkdir()
+    stale = ["nodes.conf.tmp-%d" % dead]
+    alive = ["nodes.conf.tmp-1"]  # (pid 1 runs: another node's save in progress stays)
+    others = ["nodes.conf.bak", "unrelated.tmp-%d" % dead]
+    for name in stale + alive + others:
+        (directory / name).write_bytes(b"x")
+    make(dir=str(directory))
+    left = sorted(os.listdir(directory))
+    assert not set(stale) & set(left)
+    assert set(alive + others) <= set(left)

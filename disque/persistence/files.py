@@ -20,6 +20,7 @@ Invariants the callers rely on:
 
 import errno
 import os
+import re
 
 PRIVATE = 0o600
 
@@ -94,6 +95,48 @@ def write_all(fs, fd, data):
         if n <= 0:
             raise PartialWrite(errno.ENOSPC, os.strerror(errno.ENOSPC), done)
         done += n
+
+
+# The temp files written beside a file: atomic_write's <name>.tmp-<pid>,
+# an AOF rewrite's <name>.rewrite-<pid>.tmp.
+_TEMP = re.compile(r"\.(?:tmp-(\d+)|rewrite-(\d+)\.tmp)$")
+
+
+def _running(pid):
+    if pid == os.getpid():
+        return False  # (this process is starting: nothing of its own is being written yet)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (another user's process)
+        return True
+    return True
+
+
+def remove_stale_temps(fs, path):
+    """Remove the temp files of ``path`` that a process which is gone left
+    behind (a crash in the middle of a rewrite or a save); those of a
+    process still running (another node misconfigured to share the
+    directory) stay.  Returns the paths removed."""
+    directory, name = os.path.split(path)
+    removed = []
+    try:
+        entries = os.listdir(directory or ".")
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.startswith(name + "."):
+            continue
+        m = _TEMP.search(entry[len(name):])
+        if m is None or m.start() != 0 or _running(int(m.group(1) or m.group(2))):
+            continue
+        try:
+            fs.unlink(os.path.join(directory, entry))
+        except OSError:
+            continue
+        removed.append(os.path.join(directory, entry))
+    return removed
 
 
 def temp_path(path):
