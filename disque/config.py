@@ -442,6 +442,10 @@ SPECS = (
     _S("dedup-window", "int", 600, True, original=False, lo=0, hi=30 * 86400),
     _S("max-deliveries", "int", 0, True, original=False, lo=0, hi=(1 << 32) - 1),
     _S("output-flush", "enum", "read", True, original=False, choices=("read", "turn")),
+    # What a load does with damaged AOF records (disque.persistence.records):
+    # refuse to start, or start without them (their jobs come back from the
+    # nodes holding copies).
+    _S("aof-load-damaged", "enum", "refuse", True, original=False, choices=("refuse", "skip")),
     _S("cluster-password", "str", "", True, original=False, nullable=True,
        check=lambda t: _need(len(_enc(t)) <= 512, "must be at most 512 bytes long")),
     # TLS (disque/tls.py, docs/security.md), in Redis' words; CONFIG SET of

@@ -13,6 +13,7 @@ sockets, no real time), with RespProtocol clients on string transports.
 
 import gc
 import os
+import re
 import socket
 import sys
 import time
@@ -889,6 +890,30 @@ def _aof_load_truncated(make, tmp_path):
     _write_aof(tmp_path / "n1", tail=b"*2\r\n$6\r\nDELJOB")
     with pytest.raises(AOFError, match="truncated"):
         make(appendonly="yes", **{"aof-load-truncated": "no"})
+
+
+@effect("aof-load-damaged")
+def _aof_load_damaged(make, tmp_path):
+    def write_damaged(directory):
+        os.makedirs(directory, exist_ok=True)
+        node = NodeState(b"a" * 40, now=int(T0 * 1000))
+        jobs = [node.addjob.add(b"q", b"body-%d" % i, 1, 0, 30, 3600, 0, False) for i in range(2)]
+        data = bytearray(b"".join(records.record_bytes((b"LOADJOB", j)) for j in jobs))
+        data[data.index(b"body-0")] ^= 0x01  # a flipped bit in the first job's body
+        with open(os.path.join(directory, "disque.aof"), "wb") as f:
+            f.write(data)
+        return [j.id for j in jobs]
+
+    damaged, intact = write_damaged(tmp_path / "n0")
+    with pytest.raises(AOFError, match="checksum mismatch .*job %s" % re.escape(damaged.decode())):
+        make(appendonly="yes")  # refuse, the default
+    write_damaged(tmp_path / "n1")
+    node = make(appendonly="yes", **{"aof-load-damaged": "skip"})
+    assert damaged not in node.runtime.node.jobs and intact in node.runtime.node.jobs
+    fields = dict(node.service.persistence.info())
+    assert fields["aof_load_damaged_records"] == 1
+    data = open(os.path.join(node.dir, "disque.aof"), "rb").read()
+    assert damaged not in data and intact in data  # rewritten: the damage is gone
 
 
 @effect("aof-enqueue-jobs-once")

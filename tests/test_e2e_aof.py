@@ -70,7 +70,7 @@ def test_corruption_in_the_middle_stops_start_up_and_the_tool_repairs_it(tmp_pat
     node.kill()
     path = aof_path(node)
     data = open(path, "rb").read()
-    cut = data.index(b"*2\r\n$7\r\nLOADJOB", len(data) // 2)
+    cut = data.index(b"*3\r\n$7\r\nLOADJOB", len(data) // 2)
     with open(path, "wb") as f:
         f.write(data[:cut] + b"GARBAGE!\r\n" + data[cut:])
     rc, out = run_twistd(["--dir", node.workdir, "--port", str(node.port), *AOF], tmp_path)
@@ -245,6 +245,60 @@ def test_a_restarted_node_hears_of_acks_before_it_requeues(tmp_path):
             n.kill()
 
 
+def test_a_node_with_a_damaged_record_starts_without_it_and_its_peers_deliver_the_job(tmp_path):
+    """A flipped bit in a job body in one node's AOF: the node refuses to
+    start, naming the job; with aof-load-damaged skip it starts without
+    the record (and rewrites its file), rejoins the cluster, and the job
+    is delivered from the copies its peers hold, body intact, as for a
+    node restarted without its AOF."""
+    from support import start_cluster, wait_full_mesh
+
+    nodes = start_cluster(tmp_path, 3, args=AOF + ("--cluster-node-timeout", "2000"))
+    a = nodes[0]
+    try:
+        victim = call(a, "ADDJOB", "dq", "precious body", "0", "REPLICATE", "3", "RETRY", "2")
+        others = [call(a, "ADDJOB", "dq", "other-%d" % i, "0", "REPLICATE", "3", "RETRY", "2") for i in range(5)]
+        assert all(j.startswith(b"D-") for j in [victim] + others)
+        wait_for(lambda: all(show(n, j) is not None for n in nodes[1:] for j in [victim] + others),
+                 what="every copy on the other nodes")
+        a.kill()
+        path = aof_path(a)
+        data = bytearray(open(path, "rb").read())
+        at = data.index(b"precious body")
+        data[at] ^= 0x20  # b"Precious body": one bit
+        with open(path, "wb") as f:
+            f.write(bytes(data))
+        # Refused by default: one line with the offset, the job and both ways out.
+        rc, out = run_twistd(["--dir", a.workdir, "--port", str(a.port), *AOF], tmp_path)
+        assert rc == 1 and "Traceback" not in out
+        line = [ln for ln in out.splitlines() if "cannot load the append only file" in ln]
+        assert len(line) == 1 and "checksum mismatch" in line[0] and victim.decode() in line[0]
+        assert "aof-load-damaged skip" in line[0] and "check_aof" in line[0]
+        # Started without the damaged record.
+        a.args += ["--set", "aof-load-damaged=skip"]
+        a.start()
+        assert "Damaged AOF record at offset" in a.log() and victim.decode() in a.log()
+        assert info(a.client(), "persistence")["aof_load_damaged_records"] == "1"
+        assert show(a, victim) is None and all(show(a, j) is not None for j in others)
+        wait_full_mesh(nodes, timeout=20)
+        delivered = {}
+
+        def take_all():
+            for n in nodes:
+                for job in call(n, "GETJOB", "NOHANG", "COUNT", "10", "FROM", "dq") or []:
+                    delivered[job[1]] = job[2]
+                    call(n, "ACKJOB", job[1])
+            return set(delivered) >= {victim, *others}
+
+        wait_for(take_all, timeout=20, interval=0.2, what="every job delivered, the damaged one included")
+        assert delivered[victim] == b"precious body"
+        check = subprocess.run([sys.executable, "-m", "disque.tools.check_aof", path], capture_output=True, text=True)
+        assert check.returncode == 0 and "valid" in check.stdout  # rewritten after the load
+    finally:
+        for n in nodes:
+            n.kill()
+
+
 # -- a big file, loaded while the node serves -LOADING -------------------------------
 
 LOADING = "LOADING Disque is loading the dataset in memory"
@@ -333,7 +387,7 @@ def test_a_big_aof_found_bad_half_way_stops_the_node_with_one_line(tmp_path):
     path = str(workdir / "disque.aof")
     write_big_aof(path, 20_000)
     data = open(path, "rb").read()
-    cut = data.index(b"*2\r\n$7\r\nLOADJOB", len(data) * 2 // 3)
+    cut = data.index(b"*3\r\n$7\r\nLOADJOB", len(data) * 2 // 3)
     with open(path, "wb") as f:
         f.write(data[:cut] + b"GARBAGE!\r\n" + data[cut:])
     port = NodeProcess(workdir).port

@@ -198,7 +198,7 @@ def test_a_file_found_bad_half_way_stops_the_node(tmp_path, one_clock_look_per_s
     path = tmp_path / "disque.aof"
     write_aof(path, 600)
     data = path.read_bytes()
-    cut = data.index(b"*2\r\n$7\r\nLOADJOB", len(data) // 2)
+    cut = data.index(b"*3\r\n$7\r\nLOADJOB", len(data) // 2)
     path.write_bytes(data[:cut] + b"GARBAGE!\r\n" + data[cut:])
     service, reactor, _, stopped = make_service(tmp_path, n=0)
     failures = []
@@ -242,3 +242,30 @@ def test_stopping_while_loading_abandons_the_load(tmp_path, one_clock_look_per_s
     turn(reactor)
     service.stopService()
     assert service.persistence.loading is None and not reactor.getDelayedCalls()
+
+
+def test_a_big_file_with_damage_half_way_loads_without_it_with_the_skip_policy(tmp_path, one_clock_look_per_slice):
+    path = tmp_path / "disque.aof"
+    ids = write_aof(path, 600)
+    data = bytearray(path.read_bytes())
+    victim = ids[400]
+    at = data.index(victim) + 40 + 4 + len(b"lq") + 4  # its body (disque.core.job.serialize)
+    data[at] ^= 0x10
+    path.write_bytes(bytes(data))
+    service, reactor, _, stopped = make_service(tmp_path, n=0, **{"aof-load-damaged": "skip"})
+    service.startService()
+    try:
+        conn = connect(service)
+        slices = 0
+        while service.loading:
+            turn(reactor)
+            slices += 1
+        assert slices > 1 and stopped == []  # loaded in slices, and the node serves
+        fields = info(conn)
+        assert fields["aof_load_damaged_records"] == "1" and fields["loading"] == "0"
+        assert info(conn, "jobs")["registered_jobs"] == "599"
+        assert ask(conn, "SHOW", victim) == b"$-1\r\n" and ask(conn, "SHOW", ids[401]).startswith(b"*")
+        assert service.persistence.rewriting is None  # the rewrite after the load: one step
+    finally:
+        service.stopService()
+    assert victim not in path.read_bytes() and path.read_bytes().count(b"LOADJOB") == 599

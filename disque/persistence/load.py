@@ -8,11 +8,12 @@ import os
 import time
 
 from ..logs import logger
-from .records import AOFError, apply_record, encoded_len, read_records
+from .records import DAMAGE, DELJOB, LOADJOB, AOFError, scan_records
 
 log = logger("disque.aof")
 
 CLOCK_EVERY = 128  # records applied between two looks at the clocks while loading
+DAMAGE_LOG_MAX = 100  # damaged records logged one by one by a load; the rest are only counted
 
 
 def progress(done, total, elapsed):
@@ -38,7 +39,14 @@ class Load:
     """One load of the AOF into a node: records applied by :meth:`step`,
     all at once or a slice at a time, then the end of the load
     (``AOFPersistence._loaded``).  Progress is measured in bytes of whole
-    records applied (exact: records are written canonically)."""
+    records applied (exact: records are written canonically), damaged
+    bytes skipped included.
+
+    Damage (see :mod:`disque.persistence.records`) is handled by
+    ``aof-load-damaged``: ``refuse`` (the default) stops the load at the
+    first damage with its AOFError; ``skip`` logs each damaged record (its
+    offset and job ID: the first ``DAMAGE_LOG_MAX``), counts it in
+    ``damaged_records`` and ``damaged_bytes`` and loads on without it."""
 
     def __init__(self, aof, node, controlled):
         self.aof = aof
@@ -48,7 +56,10 @@ class Load:
         self.started = self.last_log = aof.clock()
         self.loaded = 0  # bytes of the records applied
         self.records = 0  # records applied
-        self._records = read_records(aof.path)
+        self.damaged_records = 0  # records skipped as damaged (aof-load-damaged skip)
+        self.damaged_bytes = 0  # their bytes
+        self.damages = 0  # damaged parts found (a part of framing damage may hold several records)
+        self._records = scan_records(aof.path, skip_damaged=aof.config["aof-load-damaged"] == "skip")
         aof.loading = self
 
     def step(self, seconds):
@@ -72,18 +83,24 @@ class Load:
         applied = self.records
         countdown = CLOCK_EVERY
         end = self.loaded
-        for argv, end in self._records:
-            if argv is None:  # end: where the last whole record ends
+        jobs = node.jobs
+        for kind, value, end in self._records:
+            if kind is LOADJOB:
+                jobs.load(value)
+                applied += 1
+            elif kind is DELJOB:
+                jobs.load_delete(value)
+                applied += 1
+            elif kind is None:  # end: where the last whole record ends
                 self.records, self.loaded = applied, end
                 self._records = None
                 self.aof._loaded(self, end)
                 self.aof.loading = None
                 return True
-            problem = apply_record(node, argv)
-            if problem:
-                offset = end - encoded_len(argv)
-                raise AOFError("%s after offset %d" % (problem, offset), offset)
-            applied += 1
+            elif kind is DAMAGE:
+                self._damaged(value)
+            else:  # the marker
+                applied += 1
             countdown -= 1
             if not countdown:
                 countdown = CLOCK_EVERY
@@ -97,7 +114,17 @@ class Load:
                              size=self.total, eta=eta)
                 if time.perf_counter() >= deadline:
                     return False
-        raise AOFError("the file ended unexpectedly")  # (read_records always ends with its None)
+        raise AOFError("the file ended unexpectedly")  # (scan_records always ends with its None)
+
+    def _damaged(self, damage):
+        """Skip ``damage`` (``aof-load-damaged skip``): log it and count it."""
+        self.damages += 1
+        if self.damages <= DAMAGE_LOG_MAX:
+            log.warn("{line}; skipped (aof-load-damaged skip)", line=damage.describe())
+        elif self.damages == DAMAGE_LOG_MAX + 1:
+            log.warn("More damaged AOF records: counted, no longer logged one by one")
+        self.damaged_records += damage.records
+        self.damaged_bytes += damage.size
 
     def abandon(self):
         """Stop here (an error, or the node stops while loading)."""

@@ -7,11 +7,11 @@ a crash at any instant leaves the old file or the new one, whole)."""
 import os
 import time
 
-from ..core.job import ACKED, WAIT_REPL, serialize
+from ..core.job import ACKED, WAIT_REPL
 from ..logs import logger
 from .files import write_all
 from .load import progress
-from .records import MARKER, encode
+from .records import MARKER, record_bytes
 
 log = logger("disque.aof")
 
@@ -61,7 +61,7 @@ class Rewrite:
             self.visited += len(jobs)
             for job in jobs:
                 if job.state != ACKED and job.state != WAIT_REPL:
-                    out.append(encode(b"LOADJOB", serialize(job)))
+                    out.append(record_bytes((b"LOADJOB", job)))
                     budget -= 1
             self.index += 1
         self.written += len(out)
