@@ -522,3 +522,94 @@ def test_a_loaded_job_goes_on_once_its_other_copy_is_suspected():
         advance(node, 100)
     assert node.cluster.nodes[PEER].pfail
     assert job.state == QUEUED
+
+
+# -- a backlog of due jobs: at most max_due a run ----------------------------------
+
+def restarted_node_with_overdue_jobs(n, now=T0):
+    """A node just restarted from an AOF of ``n`` RETRY 30 jobs created two
+    minutes ago, one copy each (their requeue time passed 90 s ago), and
+    how many jobs each of its runs processes (``node.runs``)."""
+    old = NodeState(NODE_ID, now - 120_000, rng=random.Random(3))
+    jobs = [add(old, b"oq", b"job-%d" % i, retry=30, ttl=3600) for i in range(n)]
+    node = make_node(now)
+    for job in jobs:
+        node.jobs.load(job)
+    node.jobs.finish_load(False)
+    node.runs = []
+    process_job = node.requeue.process_job
+
+    def counted(job):
+        node.runs[-1] += 1
+        process_job(job)
+    node.requeue.process_job = counted
+    return node, jobs
+
+
+def wake(node):
+    """What the runtime does at the node's deadline (a millisecond of work
+    later at least): set the time, run what is due."""
+    node.set_time(max(node.now + 1, node.next_deadline()))
+    node.runs.append(0)
+    node.run_due()
+
+
+def test_overdue_loaded_jobs_are_requeued_a_bounded_number_per_run():
+    node, jobs = restarted_node_with_overdue_jobs(2500)
+    assert node.max_due == 1000
+    node.runs.append(0)
+    node.tick()  # the first tick, as the load ends
+    assert node.runs == [1000]
+    assert node.next_deadline() <= node.now  # the rest is due: the runtime comes back at once
+    while not all(j.state == QUEUED for j in jobs):
+        wake(node)
+        assert node.runs[-1] <= 1000
+        assert len(node.runs) < 20
+    # WILLQUEUE to the copies for each (none here) in three runs, then 500 ms
+    # later the requeue itself in three runs: each job processed twice.
+    assert [r for r in node.runs if r] == [1000, 1000, 500, 1000, 1000, 500]
+    assert node.now - T0 < 520
+    q = node.queues.get(b"oq")
+    assert len(q.jobs) == len(jobs) and all(j.deliv == 1 for j in jobs)  # each queued once
+    assert len(node.schedule) == len(jobs) and all(j.awake > node.now for j in jobs)
+    assert node.next_deadline() > node.now
+
+
+def test_earliest_due_jobs_go_first_and_each_once():
+    node, jobs = restarted_node_with_overdue_jobs(2500)
+    node.max_due = 300
+    order = []
+    process_job = node.requeue.process_job
+
+    def first_pass(job):
+        if job.state == ACTIVE and job.qtime < T0:  # its WILLQUEUE step, the awake time of the AOF
+            order.append(job.qtime)
+        process_job(job)
+    node.requeue.process_job = first_pass
+    while not all(j.state == QUEUED for j in jobs):
+        wake(node)
+        assert node.runs[-1] <= 300
+    windows = [-(-t // 10) for t in order]  # Schedule.RESOLUTION
+    assert windows == sorted(windows) and len(order) == len(jobs)
+    assert len(node.queues.get(b"oq").jobs) == len(jobs) and all(j.deliv == 1 for j in jobs)
+
+
+def test_jobs_sharing_their_ttl_expire_over_several_runs():
+    node = make_node()
+    jobs = [add(node, b"tq", b"job-%d" % i, retry=0, ttl=10) for i in range(2500)]  # one etime
+    node.set_time(T0 + 10_000)
+    node.runs = [0]
+    process_job = node.requeue.process_job
+
+    def counted(job):
+        node.runs[-1] += 1
+        process_job(job)
+    node.requeue.process_job = counted
+    node.tick()
+    assert node.runs == [1000] and len(node.jobs) == 1500
+    while len(node.jobs):
+        wake(node)
+        assert node.runs[-1] <= 1000 and len(node.runs) < 10
+    assert node.runs == [1000, 1000, 500] and len(node.schedule) == 0 and node.next_deadline() is None
+    assert node.queues.get(b"tq") is None or not node.queues.get(b"tq").jobs
+    assert all(node.jobs.get(j.id) is None for j in jobs)

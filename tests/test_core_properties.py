@@ -12,6 +12,10 @@ Invariants checked after every step:
   creation; no job is delivered before the time a delayed NACK (DELAY or
   BACKOFF) set; a job with MAXDELIVERIES n is delivered at most n times,
   and never again once its dead letter exists.
+
+The same machine runs again processing at most two due jobs a run
+(``CappedNodeMachine``: the runtime's runs at once finish what a tick
+left), and the due-time index alone against a model (``ScheduleMachine``).
 """
 
 import random
@@ -24,6 +28,7 @@ from disque.core.job import ACTIVE, F_NACK_DELAYED, QUEUED, STATE_NAMES
 from disque.core.options import make as make_options
 from disque.core.errors import CommandError
 from disque.core.node import NodeState
+from disque.core.schedule import RESOLUTION, Schedule
 
 QUEUES = [b"a", b"b", b"c"]
 
@@ -131,12 +136,24 @@ class NodeMachine(RuleBasedStateMachine):
         node = self.node
         node.set_time(node.now + ms)
         node.tick()
+        self.catch_up()
         for effect in node.outbox:
             if effect.payload is not None:
                 self._deliver(effect.payload)
         node.outbox.clear()
         for job in node.jobs.values():
             assert job.etime > node.now, "job outlived its TTL"
+
+    def catch_up(self):
+        """What the runtime does when a tick left due jobs (more than
+        ``max_due``): run_due() at once, again, until nothing is due."""
+        node = self.node
+        for _ in range(len(node.jobs) + 1):
+            at = node.next_deadline()
+            if at is None or at > node.now:
+                return
+            node.run_due()
+        raise AssertionError("jobs still due after as many runs as jobs")
 
     @invariant()
     def queues_and_jobs_agree(self):
@@ -185,3 +202,123 @@ class NodeMachine(RuleBasedStateMachine):
 
 NodeMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=60, deadline=None)
 TestNodeMachine = NodeMachine.TestCase
+
+
+class CappedNodeMachine(NodeMachine):
+    """The same rules and invariants with at most two due jobs processed
+    by a tick or a run_due() (``NodeState.max_due``)."""
+
+    def __init__(self):
+        super().__init__()
+        node = self.node
+        node.max_due = 2
+        self.processed = 0
+        process_job = node.requeue.process_job
+
+        def counted(job):
+            self.processed += 1
+            process_job(job)
+        node.requeue.process_job = counted
+        node.tick = self._at_most_two(node.tick)
+        node.run_due = self._at_most_two(node.run_due)
+
+    def _at_most_two(self, run):
+        def capped():
+            before = self.processed
+            run()
+            assert self.processed - before <= 2
+        return capped
+
+
+CappedNodeMachine.TestCase.settings = settings(max_examples=50, stateful_step_count=60, deadline=None)
+TestCappedNodeMachine = CappedNodeMachine.TestCase
+
+
+# -- the due-time index alone -------------------------------------------------------
+
+class Item:
+    __slots__ = ("awake", "n")
+
+    def __init__(self, n):
+        self.awake = 0
+        self.n = n
+
+
+def window(at):
+    return -(-at // RESOLUTION)
+
+
+class ScheduleMachine(RuleBasedStateMachine):
+    """Schedule against a model (item -> due time): pop_due(now, limit)
+    returns only due items, each once, at most ``limit`` of them, the
+    earliest windows first, and takes everything due when under its limit;
+    while anything is due, next_time() says it is (at most ``now``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.schedule = Schedule()
+        self.now = 1_000
+        self.model = {}
+        self.made = 0
+
+    def _pick(self, data):
+        return data.draw(st.sampled_from(sorted(self.model, key=lambda i: i.n)))
+
+    @rule(delta=st.integers(-40, 300))
+    def insert(self, delta):
+        item = Item(self.made)
+        self.made += 1
+        at = max(1, self.now + delta)
+        self.schedule.set(item, at)
+        self.model[item] = at
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), delta=st.integers(-40, 300))
+    def reschedule(self, data, delta):
+        item = self._pick(data)
+        at = max(1, self.now + delta)
+        self.schedule.set(item, at)
+        self.model[item] = at
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def remove(self, data):
+        item = self._pick(data)
+        self.schedule.remove(item)
+        del self.model[item]
+        assert item.awake == 0
+
+    @rule(ms=st.sampled_from([0, 1, 3, 10, 25, 100]), limit=st.sampled_from([0, 1, 2, 3, 7]))
+    def pop(self, ms, limit):
+        self.now += ms
+        now = self.now
+        due = {i for i, at in self.model.items() if at <= now}
+        got = self.schedule.pop_due(now, limit)
+        assert len(got) == len(set(got)) and set(got) <= due
+        assert not limit or len(got) <= limit
+        assert all(i.awake == 0 for i in got)
+        taken = [self.model.pop(i) for i in got]
+        left = due - set(got)
+        if not limit or len(got) < limit:
+            assert not left, "something due left under the limit"
+        if left:
+            assert max(map(window, taken)) <= min(window(self.model[i]) for i in left)
+
+    @invariant()
+    def agrees_with_the_model(self):
+        schedule = self.schedule
+        assert len(schedule) == len(self.model)
+        seen = 0
+        for key, bucket in schedule._buckets.items():
+            assert bucket
+            for item in bucket:
+                assert self.model[item] == item.awake and window(item.awake) == key
+            seen += len(bucket)
+        assert seen == len(self.model)
+        nt = schedule.next_time(self.now)
+        if self.model:  # at once if something is due, else never after the earliest
+            assert nt is not None and nt <= max(min(self.model.values()), self.now)
+
+
+ScheduleMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=50, deadline=None)
+TestScheduleMachine = ScheduleMachine.TestCase

@@ -8,8 +8,9 @@ schedule of each kind (``NodeState.schedule`` for jobs, ``.timers`` for
 the others); anything with an ``awake`` slot can be scheduled.  Instead of
 one reactor timer per item, items sit in buckets of ``RESOLUTION`` ms keyed
 by the ceiling of their due time; a heap holds the bucket keys.  The node
-drains all buckets whose time has come on each tick and asks to be woken
-for the earliest remaining one.
+drains the buckets whose time has come on each tick, a bounded number of
+items at a time (``pop_due``'s ``limit``: the rest stay due and the next
+wake-up is at once), and asks to be woken for the earliest remaining one.
 
 Invariant: an item is in at most one bucket, the one matching its
 ``awake`` (``awake == 0`` means "not scheduled").  Removing an item scans
@@ -22,7 +23,7 @@ RESOLUTION = 10  # ms
 
 
 class Schedule:
-    __slots__ = ("_buckets", "_keys", "_len", "sooner")
+    __slots__ = ("_buckets", "_keys", "_len", "sooner", "_behind")
 
     def __init__(self):
         self._buckets = {}
@@ -32,6 +33,9 @@ class Schedule:
         # the owner last asked: the earliest due time may have moved closer.
         # The owner resets it; later buckets cannot change the next wake-up.
         self.sooner = False
+        # The time of the last pop_due when its limit left items due (else
+        # 0): next_time() answers it, without looking for the earliest.
+        self._behind = 0
 
     def __len__(self):
         return self._len
@@ -74,30 +78,46 @@ class Schedule:
         if not bucket:
             del self._buckets[key]  # its heap key is dropped lazily
 
-    def pop_due(self, now: int) -> list:
-        """Remove and return every job due at ``now`` (``awake <= now``).
+    def pop_due(self, now: int, limit: int = 0) -> list:
+        """Remove and return the jobs due at ``now`` (``awake <= now``),
+        earliest window first, in the order they were scheduled within one;
+        with a ``limit`` (> 0) at most that many: the others stay due (and
+        :meth:`next_time` says ``now`` until the next call).
 
         Returned jobs are unscheduled (``awake == 0``): the caller processes
         each and schedules it again if it still needs attention.
         """
         keys = self._keys
         buckets = self._buckets
-        limit = -(-now // RESOLUTION)
+        last = -(-now // RESOLUTION)
         due = []
-        while keys and keys[0] <= limit:
+        self._behind = 0
+        while keys and keys[0] <= last:
             key = heappop(keys)
             bucket = buckets.pop(key, None)
             if not bucket:
                 continue
-            if key == limit:  # the current window: only part of it is due
+            rest = None
+            if key == last:  # the current window: only part of it is due
                 later = [j for j in bucket if j.awake > now]
                 if later:
                     bucket = [j for j in bucket if j.awake <= now]
-                    buckets[key] = later
-                    heappush(keys, key)
-                    due.extend(bucket)
-                    break
-            due.extend(bucket)
+                    rest = later
+            if limit and len(due) + len(bucket) > limit:
+                room = limit - len(due)
+                head = bucket[:room]
+                del bucket[:room]  # (in place: no copy of a big bucket's tail)
+                if rest:
+                    bucket += rest
+                bucket, rest = head, bucket
+                self._behind = now
+                self.sooner = True  # due at once: sooner than any wake-up asked for
+            if rest:
+                buckets[key] = rest
+                heappush(keys, key)
+                due += bucket
+                break
+            due += bucket
         for job in due:
             job.awake = 0
         self._len -= len(due)
@@ -109,8 +129,11 @@ class Schedule:
         Exact when the first bucket is within one window of ``now``; for a
         later bucket, the start of its window (a lower bound: waking then
         finds nothing due and asks again, now exactly).  Keeps this call
-        O(1) on the hot path instead of scanning a large bucket.
+        O(1) on the hot path instead of scanning a large bucket.  After a
+        :meth:`pop_due` that left items due, the time of that call.
         """
+        if self._behind:
+            return self._behind
         keys = self._keys
         buckets = self._buckets
         while keys and keys[0] not in buckets:
@@ -124,6 +147,7 @@ class Schedule:
 
     def clear(self):
         self.sooner = True
+        self._behind = 0
         self._buckets.clear()
         self._keys.clear()
         self._len = 0
