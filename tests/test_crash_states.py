@@ -20,20 +20,6 @@ from crash_states import MODELS, WORKLOADS, Op, RecordingFileSystem
 REWRITES = ("rewrite-in-traffic", "ack-delete", "appendonly-at-run-time", "no", "controlled-restart")
 ALWAYS_WORKLOADS = [n for n, w in WORKLOADS.items() if w.directives.get("appendfsync") == "always"]
 
-# Known bugs, expected to fail until fixed (strict: a fix makes them pass, and fail here).
-MARKER_REWRITE = ("disque/persistence/aof.py AOFPersistence._loaded: after a controlled restart with the AOF on, "
-                  "the rewrite that drops the CONTROLLED-RESTART marker runs incrementally while clients are "
-                  "served: a RETRY 0 job delivered meanwhile is queued again after a crash (kill -9 too)")
-MARKER_RENAME = ("disque/persistence/aof.py AOFPersistence._loaded: after a controlled restart with the AOF off, "
-                 "the rename to disque.aof.loaded is not followed by an fsync of the directory: after a power "
-                 "cut the marker file is back and a RETRY 0 job already delivered is queued again")
-
-
-def known_bug(reason):
-    """An expected failure until the bug is fixed, strict: a fix makes the
-    test pass, which fails it here, so the mark goes with the bug."""
-    return pytest.mark.xfail(reason=reason, strict=True)
-
 
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory):
@@ -77,12 +63,7 @@ def test_every_crash_state_starts_with_every_acknowledged_job(recordings, report
         assert report.resurrected == 0
 
 
-def _at_most_once_param(name, model):
-    reason = MARKER_REWRITE if name == "controlled-restart" else MARKER_RENAME
-    return pytest.param(name, model, marks=known_bug(reason), id="%s-%s" % (name, model))
-
-
-@pytest.mark.parametrize("name, model", [_at_most_once_param(n, m)
+@pytest.mark.parametrize("name, model", [pytest.param(n, m, id="%s-%s" % (n, m))
                                          for n in ("controlled-restart", "controlled-restart-no-aof")
                                          for m in MODELS])
 def test_a_retry_0_job_delivered_after_a_controlled_restart_is_never_queued_again(reports, name, model):
@@ -107,8 +88,7 @@ def test_everysec_may_bring_back_acknowledged_deletions(reports):
     assert report.resurrected > 0 and not report.failures
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=known_bug(MARKER_REWRITE)) if n == "controlled-restart" else n
-                                  for n in WORKLOADS])
+@pytest.mark.parametrize("name", list(WORKLOADS))
 def test_kill_9_at_any_point_loses_nothing_the_node_acknowledged(recordings, tmp_path, name):
     """kill -9 of the process leaves every write it made (the kernel has
     them): whatever appendfsync says, every job whose ADDJOB was answered

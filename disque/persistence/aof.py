@@ -54,7 +54,7 @@ from zope.interface import implementer
 
 from ..interfaces import IPersistence
 from ..logs import logger
-from .files import OS, PartialWrite, write_all
+from .files import OS, PartialWrite, remove_stale_temps, write_all
 from .load import Load
 from .records import MARKER, AOFError, record_bytes
 from .rewrite import REWRITE_STEP, Rewrite
@@ -95,7 +95,7 @@ class AOFPersistence:
         self.loading = None  # a Load while in progress
         # The error state (see "Write errors" in the module docstring).
         self.error = None  # OSError of the failed write or fsync, None while writes go through
-        self.fsync_failed = False  # the file may miss writes: only a rewrite from memory repairs it
+        self.needs_rewrite = False  # the file may miss records (a failed fsync) or hold stale ones: only a rewrite from memory repairs it
         self.next_repair = 0.0  # clock time of the next repairing rewrite
         self.on_error = None  # the runtime's callable(error or None), at each change of state
 
@@ -138,6 +138,8 @@ class AOFPersistence:
         """A Load of the file into ``node``, or None when there is nothing
         to load (no file, or AOF off and no controlled restart)."""
         self.node = node
+        for path in remove_stale_temps(self.fs, self.path):
+            log.info("Removed {path}, left by a rewrite the node did not finish", path=path)
         if not os.path.exists(self.path):
             if self.enabled:
                 self._open()
@@ -164,6 +166,7 @@ class AOFPersistence:
             fd = self.fs.open_append(self.path)
             try:
                 self.fs.truncate(fd, good)
+                self.fs.fsync(fd)  # (records appended next must not follow the torn bytes after a crash)
             finally:
                 self.fs.close(fd)
         controlled = loading.controlled
@@ -180,11 +183,25 @@ class AOFPersistence:
         if self.config["aof-enqueue-jobs-once"]:
             self.config.set(b"aof-enqueue-jobs-once", b"no")  # once
         if controlled and not self.enabled:
-            self.fs.replace(self.path, self.path + ".loaded")  # never reload stale state after a crash
+            # Never reload stale state after a crash: the rename is made
+            # durable before any client can take a job.
+            self.fs.replace(self.path, self.path + ".loaded")
+            try:
+                self.fs.fsync_dir(os.path.dirname(self.path))
+            except OSError as e:
+                raise AOFError("cannot make the rename of %s to %s.loaded durable: %s (the file would queue its "
+                               "jobs again at the next start)" % (self.path, self.path, e.strerror or e)) from None
         elif self.enabled:
             self._open()
             if controlled or damaged:
-                self.rewrite(node)  # drop the marker (the next start is a plain one), or the damage
+                # Drop the marker (the next start is a plain one) or the
+                # damage, before any client is served: a crash must not
+                # find them again (a delivered RETRY 0 job queued again).
+                try:
+                    self.rewrite_now(node, False)
+                except OSError as e:  # writes refused (GETJOB too) until a rewrite works
+                    self._stale(e, "The AOF could not be rewritten after the load: {error}; writes are refused "
+                                   "until it is")
 
     def _load_error(self, e):
         """The AOFError to raise for ``e``: says which file and how to
@@ -236,9 +253,9 @@ class AOFPersistence:
             return True
         if self.buf and not self._write():
             return False
-        if self.fsync_failed:
+        if self.needs_rewrite:
             self._repair()
-            return not self.fsync_failed
+            return not self.needs_rewrite
         if self.unsynced and not (self.rewriting is not None and self.config["no-appendfsync-on-rewrite"]):
             policy = self.config["appendfsync"]
             if policy == "always":
@@ -279,7 +296,7 @@ class AOFPersistence:
         self.buf = []
         self.size += len(data)
         self.unsynced = True
-        if self.error is not None and not self.fsync_failed:
+        if self.error is not None and not self.needs_rewrite:
             self._set_error(None, "AOF write error looks solved, Disque can write again.")
         return True
 
@@ -316,11 +333,17 @@ class AOFPersistence:
         dirty pages it could not write and marked them clean, so a later
         fsync can succeed with the records lost (PostgreSQL's "fsyncgate").
         The file is suspect until a rewrite from memory replaces it."""
+        self._stale(e, "fsync of the AOF file failed: {error}; rewriting it from memory")
+
+    def _stale(self, e, message):
+        """The file cannot be trusted to hold the state (``e``: why): the
+        node is in error (-MISCONF) until a rewrite from memory replaces
+        it, tried at most once a second."""
         if not isinstance(e, OSError):
             e = OSError(errno.EIO, str(e))
-        self.fsync_failed = True
+        self.needs_rewrite = True
         self.next_repair = 0.0
-        self._set_error(e, "fsync of the AOF file failed: {error}; rewriting it from memory")
+        self._set_error(e, message)
 
     def _repair(self):
         """Start the rewrite that replaces a suspect file (at most once a
@@ -372,14 +395,14 @@ class AOFPersistence:
         return b"+Background append only file rewriting started\r\n"
 
     def rewrite_now(self, node, controlled):
-        """A blocking full rewrite (SHUTDOWN REWRITE-AOF: no client is
-        served any more, so none can take a job while it is written).
-        Raises the OSError that made it fail."""
+        """A blocking full rewrite (SHUTDOWN REWRITE-AOF, DEBUG FLUSHALL, the
+        end of a load that must drop a marker or damage: no client can take
+        a job while it is written).  Raises the OSError that made it fail."""
         if self.rewriting is not None:  # abandoned: this one writes everything
             self.rewriting.discard()
             self.rewriting = None
         Rewrite(self, node, controlled).run_to_end()
-        log.info("AOF written for a {kind} restart", kind="controlled" if controlled else "plain")
+        log.info("AOF rewritten in full{kind}", kind=" for a controlled restart" if controlled else "")
 
     def _rewrite_done(self, rewrite, ok):
         """The end of a rewrite.  A new file holds the whole state (the jobs
@@ -392,7 +415,7 @@ class AOFPersistence:
             self.buf = []
             self.unsynced = False
             if self.error is not None:
-                self.fsync_failed = False
+                self.needs_rewrite = False
                 self._set_error(None, "AOF rewritten from memory: the write error is solved, Disque can "
                                       "write again.")
         self.last_rewrite_time = int(rewrite.elapsed())
@@ -412,7 +435,7 @@ class AOFPersistence:
         else:
             self.close()
             self.buf = []  # (what could not be written goes nowhere now)
-            self.fsync_failed = False
+            self.needs_rewrite = False
             if self.error is not None:
                 self._set_error(None, "AOF turned off: writes are accepted again.")
 
