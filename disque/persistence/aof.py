@@ -456,8 +456,9 @@ class AOFPersistence:
         if self.enabled:  # as the original: the size fields only while AOF is on
             fields += [("aof_current_size", self.size), ("aof_base_size", self.base_size),
                        ("aof_last_rewrite_max_pause_ms", self.last_rewrite_pause_ms)]
-        fields += [("aof_load_damaged_records", self.load_damaged_records),  # ours: aof-load-damaged skip
-                   ("aof_load_damaged_bytes", self.load_damaged_bytes)]
+        if self.load_damaged_records:  # ours (aof-load-damaged skip), only then: INFO stays the original's
+            fields += [("aof_load_damaged_records", self.load_damaged_records),
+                       ("aof_load_damaged_bytes", self.load_damaged_bytes)]
         # Work in progress, at the end as the original's loading_* fields.
         if self.rewriting is not None:
             fields += self.rewriting.progress_fields()
