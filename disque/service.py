@@ -250,8 +250,8 @@ class NodeRuntime:
         elif self.node.now - self._turn_started >= MAX_TURN_MS:
             self._turn_started = self.node.now  # a long turn: what is ready leaves now
             self.end_turn()
-        if self._wake is None or self.node.deadline_may_be_sooner():
-            self._reschedule()
+        if not self.loading and (self._wake is None or self.node.deadline_may_be_sooner()):
+            self._reschedule()  # (while loading nothing is due: the load's end schedules the jobs)
 
     def end_turn_now(self):
         """The reactor turn ends (the delayed call), or must end at once (a

@@ -613,3 +613,26 @@ def test_jobs_sharing_their_ttl_expire_over_several_runs():
     assert node.runs == [1000, 1000, 500] and len(node.schedule) == 0 and node.next_deadline() is None
     assert node.queues.get(b"tq") is None or not node.queues.get(b"tq").jobs
     assert all(node.jobs.get(j.id) is None for j in jobs)
+
+
+def test_the_end_of_a_load_makes_jobs_active_in_steps():
+    """Jobs.finishing_load: ``step`` jobs a step, each made active (a
+    controlled restart queues those that were queued), the count of jobs
+    queued so far after each step, the last time once all are done."""
+    node = make_node()
+    jobs = []
+    for i in range(5):
+        job = Job(b"D-" + (b"%036d" % i) + b"-0001", b"q", b"body", QUEUED, 1, (T0 - 1000) * 1_000_000,
+                  T0 + 3_600_000, 0, 10, T0 + 10_000)
+        node.jobs.load(job)
+        jobs.append(job)
+    steps = node.jobs.finishing_load(True, step=2)
+    assert next(steps) == 2 and len(node.queues.queue_for(b"q")) == 2  # two done, three as loaded
+    assert list(steps) == [4, 5]
+    assert all(j.state == QUEUED for j in jobs) and len(node.queues.queue_for(b"q")) == 5
+    plain = make_node()  # not a controlled restart: active, awaiting the requeue time
+    job = Job(b"D-" + b"9" * 36 + b"-0001", b"q", b"body", QUEUED, 1, (T0 - 1000) * 1_000_000,
+              T0 + 3_600_000, 0, 10, T0 + 10_000)
+    plain.jobs.load(job)
+    assert list(plain.jobs.finishing_load(False, step=10)) == [0]
+    assert job.state == ACTIVE and len(plain.queues.queue_for(b"q")) == 0

@@ -25,6 +25,7 @@ from .effects import Persist
 from .table import JobTable
 
 TIME_ERR = 500  # ms, random spread added to requeue times (desync nodes)
+FINISH_LOAD_STEP = 5000  # jobs made active per step at the end of a load (Jobs.finishing_load)
 
 
 class Jobs:
@@ -190,11 +191,26 @@ class Jobs:
         time (RETRY 0 jobs never are).  A controlled restart
         (``enqueue_queued``) puts jobs that were queued back in their
         queues, RETRY 0 ones included: the file was written while no
-        client could take them.  Returns how many were queued."""
+        client could take them.  Returns how many were queued.  All at
+        once: :meth:`finishing_load` does the same in steps."""
         queued = 0
+        for queued in self.finishing_load(enqueue_queued):
+            pass
+        return queued
+
+    def finishing_load(self, enqueue_queued: bool, step: int = FINISH_LOAD_STEP):
+        """:meth:`finish_load` in steps of ``step`` jobs, so a node that
+        loaded a big file keeps answering (``-LOADING``) meanwhile: a
+        generator yielding how many jobs were queued so far after each
+        step, the last time once every job is done.  Invariant: between
+        two steps nothing else touches the jobs (the node is still
+        loading: clients are refused, peers kept out, no timer runs), so
+        the table is walked as the load left it."""
+        queued = 0
+        budget = step
         enqueue_first = self.node.queues.enqueue_first
         self.acked = 0  # every loaded job comes back active
-        for job in list(self.table.values()):
+        for job in self.table.values():
             was_queued = job.state == QUEUED
             job.state = ACTIVE
             # F_LOADED: the other copies may have been acknowledged or
@@ -209,7 +225,11 @@ class Jobs:
                 queued += 1
             else:
                 self.update_awake(job)
-        return queued
+            budget -= 1
+            if not budget:
+                budget = step
+                yield queued
+        yield queued
 
     def clear(self) -> None:
         self.acked = 0

@@ -152,7 +152,9 @@ class AOFPersistence:
 
     def _loaded(self, loading, good):
         """The records are applied (``good``: where the last whole one
-        ends): the end of a load, as the original does it.  A load that
+        ends): the end of a load, as the original does it.  Returns the
+        steps that make the loaded jobs active (``Jobs.finishing_load``),
+        after which the load calls :meth:`_finished`.  A load that
         skipped damaged records (``aof-load-damaged skip``) is followed by
         a rewrite, as a controlled restart's: the damage does not stay in
         the file, and the next start does not find it again."""
@@ -169,8 +171,13 @@ class AOFPersistence:
                 self.fs.fsync(fd)  # (records appended next must not follow the torn bytes after a crash)
             finally:
                 self.fs.close(fd)
+        return node.jobs.finishing_load(loading.controlled or self.config["aof-enqueue-jobs-once"])
+
+    def _finished(self, loading, queued):
+        """The loaded jobs are active (``queued`` of them queued): the rest
+        of the end of a load."""
+        node = loading.node
         controlled = loading.controlled
-        queued = node.jobs.finish_load(controlled or self.config["aof-enqueue-jobs-once"])
         log.info("AOF loaded: {n} records, {jobs} jobs ({queued} queued) in {t:.2f}s",
                  n=loading.records, jobs=len(node.jobs), queued=queued, t=self.clock() - loading.started)
         damaged = loading.damaged_records

@@ -60,6 +60,8 @@ class Load:
         self.damaged_bytes = 0  # their bytes
         self.damages = 0  # damaged parts found (a part of framing damage may hold several records)
         self._records = scan_records(aof.path, skip_damaged=aof.config["aof-load-damaged"] == "skip")
+        self._finishing = None  # once the records are applied: the steps that make the jobs active
+        self.queued = 0  # jobs those steps queued (a controlled restart)
         aof.loading = self
 
     def step(self, seconds):
@@ -79,6 +81,8 @@ class Load:
     def _step(self, seconds):
         clock = self.aof.clock
         deadline = time.perf_counter() + seconds
+        if self._finishing is not None:
+            return self._finish(deadline)
         node = self.node
         applied = self.records
         countdown = CLOCK_EVERY
@@ -94,9 +98,8 @@ class Load:
             elif kind is None:  # end: where the last whole record ends
                 self.records, self.loaded = applied, end
                 self._records = None
-                self.aof._loaded(self, end)
-                self.aof.loading = None
-                return True
+                self._finishing = self.aof._loaded(self, end)
+                return self._finish(deadline)
             elif kind is DAMAGE:
                 self._damaged(value)
             else:  # the marker
@@ -116,6 +119,17 @@ class Load:
                     return False
         raise AOFError("the file ended unexpectedly")  # (scan_records always ends with its None)
 
+    def _finish(self, deadline):
+        """Make the loaded jobs active, a step at a time until ``deadline``
+        (``perf_counter``); True once the load is complete."""
+        for self.queued in self._finishing:
+            if time.perf_counter() >= deadline:
+                return False
+        self._finishing = None
+        self.aof._finished(self, self.queued)
+        self.aof.loading = None
+        return True
+
     def _damaged(self, damage):
         """Skip ``damage`` (``aof-load-damaged skip``): log it and count it."""
         self.damages += 1
@@ -131,6 +145,7 @@ class Load:
         if self._records is not None:
             self._records.close()  # closes the file
             self._records = None
+        self._finishing = None
         if self.aof.loading is self:
             self.aof.loading = None
 
