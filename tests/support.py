@@ -234,6 +234,19 @@ def wait_for(predicate, timeout=5.0, interval=0.02, what="condition"):
         time.sleep(interval)
 
 
+def connect_when_listening(node, timeout=15):
+    """A client of ``node`` (a NodeProcess started with ``wait=False``) as
+    soon as its port takes connections (it may still answer -LOADING)."""
+    def attempt():
+        if node.proc.poll() is not None:
+            raise AssertionError("node exited: %s" % node.log())
+        try:
+            return node.client()
+        except OSError:
+            return None
+    return wait_for(attempt, timeout=timeout, interval=0.05, what="the client port")
+
+
 def parse_info(text) -> dict:
     """INFO text -> {field: value (str)}."""
     if isinstance(text, bytes):

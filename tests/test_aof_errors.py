@@ -15,7 +15,7 @@ from twisted.logger import formatEvent
 from disque.persistence.aof import AOFPersistence
 from disque.persistence.records import read_records
 from storage_faults import FaultyFileSystem
-from test_directives import Conn, captured_log, make  # noqa: F401  (fixture)
+from test_directives import captured_log, make  # noqa: F401  (fixture)
 from test_protocol import cmd
 
 MISCONF_ENOSPC = b"-MISCONF Errors writing to the AOF file: No space left on device\r\n"

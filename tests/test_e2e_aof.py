@@ -8,7 +8,8 @@ import subprocess
 import sys
 import time
 
-from support import NodeProcess, call, info, parse_info, redis_cli, run_twistd, show, wait_for
+from support import (NodeProcess, call, connect_when_listening, info, parse_info, redis_cli, run_twistd, show,
+                     wait_for)
 
 AOF = ("--appendonly", "yes", "--set", "appendfsync=always")
 
@@ -323,17 +324,6 @@ def write_big_aof(path, n):
                 chunk = []
         f.write(b"".join(chunk))
     return ids
-
-
-def connect_when_listening(node, timeout=15):
-    def attempt():
-        if node.proc.poll() is not None:
-            raise AssertionError("node exited: %s" % node.log())
-        try:
-            return node.client()
-        except OSError:
-            return None
-    return wait_for(attempt, timeout=timeout, interval=0.05, what="the client port")
 
 
 def test_a_big_aof_loads_while_clients_get_loading_and_info_shows_progress(tmp_path):

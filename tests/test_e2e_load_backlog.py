@@ -8,7 +8,7 @@ runs it on more jobs and prints the longest stall seen."""
 import os
 import time
 
-from support import NodeProcess, wait_for
+from support import NodeProcess, connect_when_listening, wait_for
 
 N = int(os.environ.get("DISQUE_BACKLOG_JOBS", "200000"))
 BOUND = 1.0  # s: the longest round trip allowed (without the cap: seconds)
@@ -37,14 +37,7 @@ def test_overdue_loaded_jobs_are_requeued_while_clients_are_answered(tmp_path):
     write_overdue_aof(os.path.join(node.workdir, "disque.aof"), N)
     node.start(wait=False)
     try:
-        def connected():
-            if node.proc.poll() is not None:
-                raise AssertionError("node exited: %s" % node.log())
-            try:
-                return node.client()
-            except OSError:
-                return None
-        c = wait_for(connected, timeout=30, interval=0.05, what="the client port")
+        c = connect_when_listening(node, timeout=30)
         longest = [0.0, 0.0]  # s, the longest round trip until the first PONG, and after
 
         def timed(*args, after=1):

@@ -134,22 +134,43 @@ def dispatch(ctx, client, argv) -> bytes:
 LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
 
 
+def _gated(ctx, client, argv, exempt):
+    """For a dispatch the runtime swaps in to refuse some commands (while
+    loading, while the AOF is in error): the command of ``argv`` if the
+    refusal applies; :data:`NOAUTH` if its client must authenticate first;
+    None if :func:`dispatch` must run it as always (unknown, wrong number
+    of arguments: the errors that come first in the original; or
+    ``exempt(cmd)``)."""
+    cmd = ctx.commands.get(argv[0].lower())
+    if cmd is None or exempt(cmd):
+        return None
+    arity = cmd.arity
+    n = len(argv)
+    if (arity > 0 and arity != n) or n < -arity:
+        return None
+    if not client.authenticated and not cmd.before_auth and ctx.config["requirepass"]:
+        return NOAUTH
+    return cmd
+
+
+def _runs_while_loading(cmd):
+    return cmd.loading
+
+
+def _runs_while_misconf(cmd):
+    return not cmd.misconf
+
+
 def dispatch_loading(ctx, client, argv) -> bytes:
     """:func:`dispatch` while the node loads its AOF in the background (the
     runtime swaps it in, so the normal path pays nothing): the commands
     the original flags ``loading`` run (INFO, COMMAND, AUTH, SHUTDOWN,
     LATENCY); any other gets ``-LOADING``, after the checks that come
     first in the original (unknown command, arity, authentication)."""
-    cmd = ctx.commands.get(argv[0].lower())
-    if cmd is None or cmd.loading:
+    cmd = _gated(ctx, client, argv, _runs_while_loading)
+    if cmd is None:
         return dispatch(ctx, client, argv)
-    arity = cmd.arity
-    n = len(argv)
-    if (arity > 0 and arity != n) or n < -arity:
-        return dispatch(ctx, client, argv)
-    if not client.authenticated and not cmd.before_auth and ctx.config["requirepass"]:
-        return NOAUTH
-    return LOADING
+    return NOAUTH if cmd is NOAUTH else LOADING
 
 
 def dispatch_misconf(ctx, client, argv) -> bytes:
@@ -159,18 +180,14 @@ def dispatch_misconf(ctx, client, argv) -> bytes:
     (``ctx.runtime.misconf``), after the checks that come first in the
     original (unknown command, arity, authentication, OOM); the others
     run."""
-    cmd = ctx.commands.get(argv[0].lower())
-    if cmd is None or not cmd.misconf:
+    cmd = _gated(ctx, client, argv, _runs_while_misconf)
+    if cmd is None or ctx.runtime.misconf is None:
         return dispatch(ctx, client, argv)
-    arity = cmd.arity
-    n = len(argv)
-    if (arity > 0 and arity != n) or n < -arity:
-        return dispatch(ctx, client, argv)
-    if not client.authenticated and not cmd.before_auth and ctx.config["requirepass"]:
+    if cmd is NOAUTH:
         return NOAUTH
     if cmd.denyoom and ctx.node.memory.level >= 3:
         return OOM
-    return ctx.runtime.misconf or dispatch(ctx, client, argv)
+    return ctx.runtime.misconf
 
 
 def feed_monitors(ctx, client, argv) -> None:
