@@ -1,7 +1,10 @@
 """The fault suite's checker (tools/faultcheck.py) on synthetic histories:
-it finds each kind of fault it reports, and nothing on a clean history;
-and the suite's verdict fails a phase for exactly what its guarantee
-covers."""
+it finds each kind of fault it reports, and nothing on a clean history; a
+job a node still holds is held, not lost, and the drain does not stop
+while the cluster holds jobs; the suite's verdict fails a phase for
+exactly what its guarantee covers.  Also the pure parts of the storage
+nemeses (tools/faultdisk.py): what a sync log says survives a power cut,
+the damage done to a file."""
 
 import os
 import sys
@@ -202,3 +205,10 @@ def test_how_long_before_a_kill_the_lost_jobs_were_acknowledged():
     # 9.2 and 9.9: before the kill at 10; 10.5: before the one at 20; 25.0:
     # after the last kill (not lost to a kill).
     assert lost_before_kill([9.2, 9.9, 10.5, 25.0], [10.0, 20.0]) == [9.5, 0.8, 0.1]
+
+
+def test_without_root_the_full_disks_are_skipped_with_the_reason(monkeypatch):
+    import faultdisk
+
+    monkeypatch.setattr(faultdisk.os, "geteuid", lambda: 1000)
+    assert faultdisk.unavailable() == "tmpfs mounts need root (running as uid 1000)"

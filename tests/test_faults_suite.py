@@ -124,6 +124,25 @@ def test_a_node_that_exits_without_the_nemesis_is_a_crash(tmp_path):
         cluster.stop()
 
 
+def test_a_node_that_cannot_restart_is_a_crash_left_down_holding_nothing(tmp_path):
+    from faults import Cluster
+
+    cluster = Cluster(str(tmp_path), ["127.0.0.1", "127.0.0.1"], ["--appendonly", "yes"])
+    try:
+        cluster.kill([1])
+        cluster.nodes[1].args += ["--set", "appendfsync=sometimes"]  # refused at start: it exits
+        cluster.restart([1])
+        (crash,) = cluster.crashes
+        assert crash["node"] == 1 and crash["restart_failed"] and "appendfsync" in crash["log_tail"]
+        cluster.heal()  # not tried again
+        cluster.watch()
+        assert cluster.dead == {1} and len(cluster.crashes) == 1
+        # It holds nothing any more: the drain does not wait for it.
+        assert cluster.holdings() == [{}, {}] and cluster.holding() == 0
+    finally:
+        cluster.stop()
+
+
 def test_the_suite_reports_the_jobs_a_cluster_without_aof_loses(tmp_path):
     """The whole chain can see a loss: every node killed at once without an
     AOF forgets the backlog (killed before the consumers take any of it: with

@@ -301,13 +301,15 @@ class Cluster:
 
     def holdings(self):
         """Per node, ``{job id: state}`` of the jobs of the queue it holds
-        (JSCAN; acked ones included), or None for a node down or that
-        could not say."""
+        (JSCAN; acked ones included); None for a node down or that could
+        not say; ``{}`` for a node that could not restart (it holds nothing
+        any more, and is a crash already)."""
         out = []
         for i, node in enumerate(self.nodes):
             with self.lock:
-                gone = i in self.down or i in self.dead or i in self.stopped
-            out.append(None if gone else _held(node))
+                dead = i in self.dead
+                gone = i in self.down or i in self.stopped
+            out.append({} if dead else None if gone else _held(node))
         return out
 
     def holding(self):
@@ -721,8 +723,10 @@ def _run_phase(kind, options, cluster, partitioner, report):
         cluster.heal()
     workload.stop_producers()
     try:
-        wait_full_mesh([n for i, n in enumerate(cluster.nodes) if i not in cluster.dead], timeout=60)
-        report["meshed_after_heal"] = not cluster.dead
+        if cluster.dead:  # (a node that could not restart: never meshed again)
+            raise AssertionError("nodes %s could not restart" % sorted(cluster.dead))
+        wait_full_mesh(cluster.nodes, timeout=60)
+        report["meshed_after_heal"] = True
     except AssertionError:
         report["meshed_after_heal"] = False
     before = len(history.deliveries)
