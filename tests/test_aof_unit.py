@@ -547,3 +547,23 @@ def test_check_aof_drops_framing_damage_and_a_torn_tail_but_not_what_it_cannot_r
     assert "cannot drop only the damaged records" in capsys.readouterr().out
     assert check_aof.main(["--fix", path]) == 0 and os.path.getsize(path) == 0  # (the first record was hit)
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("policy", ["refuse", "skip"])
+def test_a_non_ascii_byte_where_framing_belongs_is_damage_not_a_crash(tmp_path, policy):
+    """Found by the fault suite's corrupt nemesis: a flip made a '$' 0xa4,
+    and the loader's message about it raised UnicodeDecodeError (the node
+    exited instead of refusing or skipping)."""
+    jobs = write_jobs(tmp_path, 10)
+    data = bytearray((tmp_path / AOF).read_bytes())
+    at = data.index(jobs[4].id) - 1
+    at = data.rindex(b"$", 0, at)  # the length header of job 4's record
+    data[at] = 0xa4
+    (tmp_path / AOF).write_bytes(bytes(data))
+    if policy == "refuse":
+        with pytest.raises(records.AOFError) as e:
+            load_file(tmp_path)
+        assert "\\xa4" in str(e.value) and "\n" not in str(e.value)
+    else:
+        p, node = load_file(tmp_path, aof_load_damaged="skip")
+        assert jobs[4].id not in node.jobs and jobs[5].id in node.jobs

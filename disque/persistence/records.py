@@ -326,7 +326,7 @@ def _parse(f, start, on_progress, skip_damaged, decode):
                     offset = end
                 commands = parser.parse()
         except ProtocolError as e:
-            return "framing", offset, "bad file format: %s" % e.args[0].decode()
+            return "framing", offset, "bad file format: %s" % e.args[0].decode("ascii", "backslashreplace")
         if on_progress is not None:
             on_progress(offset)
 
