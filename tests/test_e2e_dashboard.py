@@ -291,6 +291,20 @@ def test_live_updates_without_reload(tmp_path, sessions):
         assert browser.js("return document.querySelector('#c-progress [role=progressbar]')"
                           ".getAttribute('aria-valuenow')") == "43"
         assert browser.text("#c-aof") == "Loading"
+
+        # The AOF in error (a full disk), as INFO and /api/node give it then.
+        browser.js("""
+            const real = window.fetch;
+            window.fetch = (url, opts) => real(url, opts).then(r => {
+              if (!String(url).endsWith('/api/node')) return r;
+              return r.json().then(j => {
+                Object.assign(j.persistence, {loading: 0, aof_rewrite_in_progress: 0, aof_last_write_status: 'err',
+                  aof_last_write_error: 'No space left on device'});
+                return new Response(JSON.stringify(j), {status: 200, headers: {'Content-Type': 'application/json'}});
+              });
+            });""")
+        browser.wait("return document.getElementById('c-aof').textContent === 'AOF error'", what="the AOF error")
+        assert "writes refused\nNo space left on device" in browser.text("#c-aof-pairs")
         c.close()
     finally:
         node.stop()
