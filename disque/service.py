@@ -111,7 +111,7 @@ class NodeRuntime:
         self.held_output = []
         self.persisted = False  # this turn gave the persistence records
         self.misconf = None  # the -MISCONF reply while the AOF is in error
-        self.files = files.OS  # the node file's door to the disk (tests fail it)
+        self.files = files.OS  # the node file's door to the disk, read at construction (tests replace it)
         self.nodes_file_error = None  # why the last save of the node file failed
         self.nodes_file_retry = 0.0
         # output-flush turn: output leaves once per reactor turn instead of
@@ -288,17 +288,24 @@ class NodeRuntime:
 
     def _persistence_error(self, error):
         """The AOF entered (an OSError) or left (None) its error state:
-        commands that change state, and PING, get -MISCONF meanwhile (the
-        dispatch is swapped, so the normal path checks nothing)."""
+        commands that change state, and PING, get -MISCONF meanwhile."""
         if error is None:
             self.misconf = None
-            if not self.loading:
-                self.dispatch = self._dispatch
-            return
-        text = self.persistence.error_text() or "unknown error"
-        self.misconf = b"-MISCONF Errors writing to the AOF file: " + one_line(text.encode()) + b"\r\n"
-        if not self.loading:
+        else:
+            text = self.persistence.error_text() or "unknown error"
+            self.misconf = b"-MISCONF Errors writing to the AOF file: " + one_line(text.encode()) + b"\r\n"
+        self._choose_dispatch()
+
+    def _choose_dispatch(self):
+        """The dispatch for the node's state: ``-LOADING`` while the AOF
+        loads, ``-MISCONF`` while it is in error, else the plain one (the
+        dispatch is swapped, so the normal path checks nothing)."""
+        if self.loading:
+            self.dispatch = dispatch_loading
+        elif self.misconf is not None:
             self.dispatch = dispatch_misconf
+        else:
+            self.dispatch = self._dispatch
 
     def flush_output(self):
         """Send what every connection wrote in this batch (disque.output)."""
@@ -430,17 +437,16 @@ class NodeRuntime:
 
     def start_loading(self):
         """Until :meth:`finish_loading`: clients get ``-LOADING`` but for
-        the few commands the original runs while loading (the dispatch is
-        swapped: the normal path checks nothing), and peers' bus
+        the few commands the original runs while loading, and peers' bus
         connections are closed.  Nothing is due meanwhile: loaded jobs are
         scheduled by the end of the load (``Jobs.finish_load``), and the
         tick starts after it (DisqueNodeService)."""
         self.loading = True
-        self.dispatch = dispatch_loading
+        self._choose_dispatch()
 
     def finish_loading(self):
         self.loading = False
-        self.dispatch = self._dispatch if self.misconf is None else dispatch_misconf
+        self._choose_dispatch()
 
     # -- CLIENT PAUSE ------------------------------------------------------
 

@@ -181,7 +181,7 @@ def dispatch_misconf(ctx, client, argv) -> bytes:
     original (unknown command, arity, authentication, OOM); the others
     run."""
     cmd = _gated(ctx, client, argv, _runs_while_misconf)
-    if cmd is None or ctx.runtime.misconf is None:
+    if cmd is None:
         return dispatch(ctx, client, argv)
     if cmd is NOAUTH:
         return NOAUTH

@@ -64,6 +64,11 @@ log = logger("disque.aof")
 SYNC_LOAD_MAX = 1 << 20  # bytes: bigger files load in the reactor (aof:sync-load-max=...)
 
 
+def _reason(e):
+    """The text of an OSError, as -MISCONF and the log give it."""
+    return e.strerror or os.strerror(e.errno or errno.EIO)
+
+
 @implementer(IPersistence)
 class AOFPersistence:
     """The ``aof`` strategy: one append only file in ``dir``.  ``clock``
@@ -367,7 +372,7 @@ class AOFPersistence:
         was = self.error
         self.error = e
         if e is not None and was is None:
-            log.error(message, error=e.strerror or os.strerror(e.errno or errno.EIO))
+            log.error(message, error=_reason(e))
         elif e is None and was is not None:
             log.warn(message)
         if (e is None) != (was is None) and self.on_error is not None:
@@ -375,8 +380,7 @@ class AOFPersistence:
 
     def error_text(self):
         """What -MISCONF says: the error of the failed write or fsync."""
-        e = self.error
-        return (e.strerror or os.strerror(e.errno or errno.EIO)) if e is not None else None
+        return _reason(self.error) if self.error is not None else None
 
     def maybe_auto_rewrite(self, node):
         pct = self.config["auto-aof-rewrite-percentage"]

@@ -97,8 +97,8 @@ def write_all(fs, fd, data):
         done += n
 
 
-# The temp files written beside a file: atomic_write's <name>.tmp-<pid>,
-# an AOF rewrite's <name>.rewrite-<pid>.tmp.
+# The temp files written beside a file: temp_path's <name>.tmp-<pid>,
+# rewrite_temp_path's <name>.rewrite-<pid>.tmp.
 _TEMP = re.compile(r"\.(?:tmp-(\d+)|rewrite-(\d+)\.tmp)$")
 
 
@@ -143,6 +143,11 @@ def temp_path(path):
     """The temp file a write of ``path`` goes through (beside it, so the
     rename stays on one file system)."""
     return "%s.tmp-%d" % (path, os.getpid())
+
+
+def rewrite_temp_path(path):
+    """The temp file an AOF rewrite of ``path`` writes."""
+    return "%s.rewrite-%d.tmp" % (path, os.getpid())
 
 
 def atomic_write(fs, path, data):

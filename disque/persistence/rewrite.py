@@ -9,7 +9,7 @@ import time
 
 from ..core.job import ACKED, WAIT_REPL
 from ..logs import logger
-from .files import write_all
+from .files import rewrite_temp_path, write_all
 from .load import progress
 from .records import MARKER, record_bytes
 
@@ -31,10 +31,14 @@ class Rewrite:
         self.buf = []  # records appended meanwhile
         self.fs = fs = aof.fs
         self.unsynced = 0  # bytes written since the last incremental fsync
-        self.tmp = "%s.rewrite-%d.tmp" % (aof.path, os.getpid())
+        self.tmp = rewrite_temp_path(aof.path)
         self.fd = fs.create(self.tmp)
         if controlled:
-            self._write(MARKER)
+            try:
+                self._write(MARKER)
+            except OSError:
+                self.discard()
+                raise
         self.buckets = node.jobs.table._buckets
         self.index = 0
         self.total = len(node.jobs)  # jobs to go through, as at the start
@@ -73,11 +77,7 @@ class Rewrite:
         return self.index >= len(buckets)
 
     def _write(self, data):
-        try:
-            write_all(self.fs, self.fd, data)
-        except OSError:
-            self.discard()
-            raise
+        write_all(self.fs, self.fd, data)
         self.unsynced += len(data)
 
     def step(self):
