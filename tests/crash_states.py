@@ -1022,6 +1022,16 @@ def rewrite_in_traffic(s):
     c.call("ADDJOB", "q", "after", 0)
 
 
+def add_during_rewrite(s, c):
+    """One ADDJOB per reactor turn while the rewrite runs, one after it."""
+    i = 0
+    while s.rewriting():
+        c.call("ADDJOB", "q", "during-%d" % i, 0)
+        i += 1
+        s.turn()
+    c.call("ADDJOB", "q", "after", 0)
+
+
 def appendonly_at_run_time(s):
     """Jobs added with the AOF off, then CONFIG SET appendonly yes (a
     rewrite writes them, one per turn) with ADDJOBs meanwhile."""
@@ -1029,12 +1039,7 @@ def appendonly_at_run_time(s):
     for i in range(4):
         c.call("ADDJOB", "q", "off-%d" % i, 0)
     c.call("CONFIG", "SET", "appendonly", "yes")
-    i = 0
-    while s.rewriting():
-        c.call("ADDJOB", "q", "during-%d" % i, 0)
-        i += 1
-        s.turn()
-    c.call("ADDJOB", "q", "after", 0)
+    add_during_rewrite(s, c)
 
 
 def everysec(s):
@@ -1054,12 +1059,7 @@ def no_fsync(s):
     for i in range(2):
         c.call("ADDJOB", "q", "no-%d" % i, 0)
     c.call("BGREWRITEAOF")
-    i = 0
-    while s.rewriting():
-        c.call("ADDJOB", "q", "during-%d" % i, 0)
-        i += 1
-        s.turn()
-    c.call("ADDJOB", "q", "after", 0)
+    add_during_rewrite(s, c)
 
 
 def torn_tail_restart(s):

@@ -287,15 +287,28 @@ def start_cluster(workdir, n, args=(), timeout=30.0, env=None, twistd=None, host
     hosts = hosts or ["127.0.0.1"] * n
     nodes = [NodeProcess(os.path.join(str(workdir), "node%d" % i), args=args, env=env, twistd=twistd, host=hosts[i])
              for i in range(n)]
+    return join_nodes(nodes, timeout)
+
+
+def join_nodes(nodes, timeout=30.0, ready_timeout=None):
+    """Start ``nodes`` (NodeProcess, or any with its start/wait_ready/
+    client/kill), join them by a chain of MEETs and return them once every
+    node reaches all the others; all killed if one fails.
+    ``ready_timeout``: for each node's start (its default when None)."""
     try:
         for node in nodes:
             node.start(wait=False)
         for node in nodes:
-            node.wait_ready()
+            if ready_timeout is None:
+                node.wait_ready()
+            else:
+                node.wait_ready(timeout=ready_timeout)
         for a, b in zip(nodes, nodes[1:]):
             c = a.client()
-            assert c.call("CLUSTER", "MEET", b.host, str(b.port)) == b"OK"
-            c.close()
+            try:
+                assert c.call("CLUSTER", "MEET", b.host, str(b.port)) == b"OK"
+            finally:
+                c.close()
         wait_full_mesh(nodes, timeout)
     except BaseException:
         for node in nodes:

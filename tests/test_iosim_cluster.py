@@ -53,6 +53,19 @@ def pair(tmp_path):
     cluster.stop()
 
 
+@pytest.fixture
+def trio(tmp_path):
+    """Nodes 0 (A), 1 and 2, cluster-node-timeout 2000, A met both and 2 s
+    gone by; a client of A and of B."""
+    cluster = IOSimCluster(3, tmp_path, overrides={"cluster-node-timeout": "2000"})
+    a, b = cluster.client(0), cluster.client(1)
+    a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[1])
+    a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[2])
+    cluster.advance(2.0)
+    yield cluster, a, b
+    cluster.stop()
+
+
 def test_nodes_meet_over_the_bus(pair):
     cluster, a, b = pair
     assert received(cluster, 0)[:2] == [(0, 1, "Meet"), (1, 0, "Pong")]
@@ -149,29 +162,22 @@ def hello_priorities(client, ports):
     return {int(entry[2]): int(entry[3]) for entry in client.call("HELLO")[2:] if int(entry[2]) in ports}
 
 
-def test_hello_priority_follows_what_the_node_knows_of_each_peer(tmp_path):
+def test_hello_priority_follows_what_the_node_knows_of_each_peer(trio):
     """1 healthy, 5 without a link, 10 suspected (PFAIL), 100 failed or
     leaving: clients pick the lowest."""
-    cluster = IOSimCluster(3, tmp_path, overrides={"cluster-node-timeout": "2000"})
-    try:
-        a, b = cluster.client(0), cluster.client(1)
-        a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[1])
-        a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[2])
-        cluster.advance(2.0)
-        ports = cluster.ports
-        assert hello_priorities(a, ports) == {p: 1 for p in ports}
-        cluster.kill(2)  # the link to C drops at once: no link, not suspected yet
-        assert hello_priorities(a, ports) == {ports[0]: 1, ports[1]: 1, ports[2]: 5}
-        cluster.advance(2.5)  # past cluster-node-timeout: suspected, then failed by the majority (A and B)
-        assert hello_priorities(a, ports)[ports[2]] in (10, 100)
-        cluster.advance(5.0)
-        assert hello_priorities(a, ports)[ports[2]] == 100
-        assert b.call("CLUSTER", "LEAVING", "yes") == b"OK"
-        cluster.advance(1.0)
-        assert hello_priorities(a, ports)[ports[1]] == 100
-        assert hello_priorities(b, ports)[ports[1]] == 100
-    finally:
-        cluster.stop()
+    cluster, a, b = trio
+    ports = cluster.ports
+    assert hello_priorities(a, ports) == {p: 1 for p in ports}
+    cluster.kill(2)  # the link to C drops at once: no link, not suspected yet
+    assert hello_priorities(a, ports) == {ports[0]: 1, ports[1]: 1, ports[2]: 5}
+    cluster.advance(2.5)  # past cluster-node-timeout: suspected, then failed by the majority (A and B)
+    assert hello_priorities(a, ports)[ports[2]] in (10, 100)
+    cluster.advance(5.0)
+    assert hello_priorities(a, ports)[ports[2]] == 100
+    assert b.call("CLUSTER", "LEAVING", "yes") == b"OK"
+    cluster.advance(1.0)
+    assert hello_priorities(a, ports)[ports[1]] == 100
+    assert hello_priorities(b, ports)[ports[1]] == 100
 
 
 def test_hello_priority_of_a_suspected_peer_is_10(tmp_path):
@@ -198,34 +204,27 @@ def c_line(client, cluster):
     return line
 
 
-def test_a_peer_back_from_a_failure_is_asked_within_100_ms_by_each_link(tmp_path):
+def test_a_peer_back_from_a_failure_is_asked_within_100_ms_by_each_link(trio):
     """The original's cluster cron connects every node without a link each
     100 ms, so a failed peer that is back answers a PING (and is reachable
     again) within 100 ms, however long it was away.  Here C's own links
     cannot connect (cut one way): only A's and B's, retrying every 100 ms
     without backoff, bring it back, each time."""
-    cluster = IOSimCluster(3, tmp_path, overrides={"cluster-node-timeout": "2000"})
-    try:
-        a, b = cluster.client(0), cluster.client(1)
-        a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[1])
-        a.call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[2])
-        cluster.advance(2.0)
-        assert reachable(a) == reachable(b) == 2
-        for _ in range(3):
-            cluster.cut(0, 2)
-            cluster.cut(1, 2)
-            cluster.advance(10.0)  # dozens of failed attempts: no backoff grows meanwhile
-            assert reachable(a) == reachable(b) == 1
-            assert all(b" fail " in line for line in (c_line(a, cluster), c_line(b, cluster)))
-            cluster.heal()
-            cluster.cut_one_way(2, 0)
-            cluster.cut_one_way(2, 1)
-            cluster.advance(0.15)
-            assert (reachable(a), reachable(b)) == (2, 2)
-            assert all(b" noflags " in line and line.endswith(b" connected")
-                       for line in (c_line(a, cluster), c_line(b, cluster)))
-    finally:
-        cluster.stop()
+    cluster, a, b = trio
+    assert reachable(a) == reachable(b) == 2
+    for _ in range(3):
+        cluster.cut(0, 2)
+        cluster.cut(1, 2)
+        cluster.advance(10.0)  # dozens of failed attempts: no backoff grows meanwhile
+        assert reachable(a) == reachable(b) == 1
+        assert all(b" fail " in line for line in (c_line(a, cluster), c_line(b, cluster)))
+        cluster.heal()
+        cluster.cut_one_way(2, 0)
+        cluster.cut_one_way(2, 1)
+        cluster.advance(0.15)
+        assert (reachable(a), reachable(b)) == (2, 2)
+        assert all(b" noflags " in line and line.endswith(b" connected")
+                   for line in (c_line(a, cluster), c_line(b, cluster)))
 
 
 def test_an_answer_takes_the_peers_own_connection_while_our_link_is_down(pair):

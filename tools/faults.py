@@ -87,7 +87,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from faultcheck import LIVE, UNKNOWN, check, drain_over  # noqa: E402
 import faultdisk  # noqa: E402
 import netfilter  # noqa: E402
-from support import Client, NodeProcess, wait_full_mesh  # noqa: E402
+from support import Client, NodeProcess, join_nodes, wait_full_mesh  # noqa: E402
 
 STORAGE = ("disk-full-one", "disk-full-all", "corrupt", "power-cut")
 NEMESES = ("kill", "kill-aof", "stop", "partition", "kill-all") + STORAGE
@@ -179,27 +179,6 @@ class FaultNode(NodeProcess):
         return os.path.join(self.datadir, AOF_NAME)
 
 
-def start_nodes(nodes, timeout):
-    """Start ``nodes`` and join them (a chain of MEETs), as
-    ``support.start_cluster`` does; all killed if one fails."""
-    try:
-        for node in nodes:
-            node.start(wait=False)
-        for node in nodes:
-            node.wait_ready(timeout=timeout)
-        for a, b in zip(nodes, nodes[1:]):
-            c = a.client()
-            try:
-                assert c.call("CLUSTER", "MEET", b.host, str(b.port)) == b"OK"
-            finally:
-                c.close()
-        wait_full_mesh(nodes, timeout)
-    except BaseException:
-        for node in nodes:
-            node.kill()
-        raise
-
-
 class Cluster:
     """The nodes of one phase, what the nemesis did to them, and the crashes
     it did not cause (found by :meth:`watch`).  ``data``: each node's files
@@ -216,7 +195,7 @@ class Cluster:
                 disks.mount(datadir, disk_size)
             self.nodes.append(FaultNode(home, datadir=datadir, synclog=synclog and os.path.join(home, "synclog"),
                                         args=args, host=host))
-        start_nodes(self.nodes, timeout=60)
+        join_nodes(self.nodes, timeout=60, ready_timeout=60)
         self.down = set()      # killed by the nemesis, not restarted yet
         self.stopped = set()   # SIGSTOPped
         self.dead = set()      # could not restart: left down
