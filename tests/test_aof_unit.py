@@ -18,6 +18,7 @@ from disque.interfaces import IPersistence, IPersistenceFactory
 from disque.persistence import aof, load, records
 from disque.plugins import find_strategy, make_strategy
 from disque.tools import check_aof
+from support import Client  # (its RESP encoder writes records as files before checksums had them)
 
 
 def config(tmp_path, **kw):
@@ -320,7 +321,7 @@ def test_the_damage_counters_come_after_the_originals_fields_only_after_damage(t
 def test_files_without_checksums_and_mixed_files_still_load(tmp_path):
     node = NodeState(b"a" * 40, now=1_000_000)
     jobs = [node.addjob.add(b"q", b"body-%d" % i, 1, 0, 30, 3600, 0, False) for i in range(6)]
-    old = b"".join(records.encode(b"LOADJOB", serialize(j)) for j in jobs[:4]) + records.encode(b"DELJOB", jobs[0].id)
+    old = b"".join(Client.encode(b"LOADJOB", serialize(j)) for j in jobs[:4]) + Client.encode(b"DELJOB", jobs[0].id)
     (tmp_path / AOF).write_bytes(old)
     _, loaded = load_file(tmp_path)
     assert [j for j in jobs if j.id in loaded.jobs] == jobs[1:4] and len(loaded.jobs) == 3
@@ -331,7 +332,7 @@ def test_files_without_checksums_and_mixed_files_still_load(tmp_path):
     assert [j for j in jobs if j.id in loaded.jobs] == jobs[2:] and len(loaded.jobs) == 4
     assert "aof_load_damaged_records" not in dict(p.info())
     # An old LOADJOB that does not deserialize is damage too (its framing is intact).
-    bad = records.encode(b"LOADJOB", b"\x09" + serialize(jobs[5])[1:])  # an unknown record version
+    bad = Client.encode(b"LOADJOB", b"\x09" + serialize(jobs[5])[1:])  # an unknown record version
     (tmp_path / AOF).write_bytes(old + bad + records.record_bytes((b"LOADJOB", jobs[4])))
     with pytest.raises(records.AOFError, match="bad LOADJOB record .*after offset %d .*job %s"
                        % (len(old), re.escape(jobs[5].id.decode()))):
@@ -462,9 +463,9 @@ def test_a_damaged_length_in_the_middle_costs_exactly_its_record(tmp_path):
 def test_framing_damage_with_no_checksummed_record_after_it_is_refused_whatever_the_policy(tmp_path):
     node = NodeState(b"a" * 40, now=1_000_000)
     jobs = [node.addjob.add(b"q", b"body-%d" % i, 1, 0, 30, 3600, 0, False) for i in range(6)]
-    head = b"".join(records.encode(b"LOADJOB", serialize(j)) for j in jobs[:3])
+    head = b"".join(Client.encode(b"LOADJOB", serialize(j)) for j in jobs[:3])
     (tmp_path / AOF).write_bytes(head + b"GARBAGE!\r\n" + b"".join(
-        records.encode(b"LOADJOB", serialize(j)) for j in jobs[3:]))  # a file written before checksums
+        Client.encode(b"LOADJOB", serialize(j)) for j in jobs[3:]))  # a file written before checksums
     for policy in ("refuse", "skip"):
         with pytest.raises(records.AOFError, match=re.escape("unknown record b'GARBAGE!' after offset %d" % len(head))) as e:
             load_file(tmp_path, aof_load_damaged=policy)
@@ -541,7 +542,7 @@ def test_check_aof_drops_framing_damage_and_a_torn_tail_but_not_what_it_cannot_r
     assert (tmp_path / AOF).read_bytes() == data
     capsys.readouterr()
     # A file written before checksums: nowhere to resume after the damage.
-    old = b"".join(records.encode(b"LOADJOB", serialize(j)) for j in jobs)
+    old = b"".join(Client.encode(b"LOADJOB", serialize(j)) for j in jobs)
     (tmp_path / AOF).write_bytes(old[:100] + b"\x00garbage\r\n" + old[100:])
     assert check_aof.main(["--drop-damaged", path]) == 1
     assert "cannot drop only the damaged records" in capsys.readouterr().out

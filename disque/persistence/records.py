@@ -160,15 +160,6 @@ class Damage:
         return AOFError(text, self.offset, self)
 
 
-def encode(*args) -> bytes:
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        out.append(b"$%d\r\n" % len(a))
-        out.append(a)
-        out.append(b"\r\n")
-    return b"".join(out)
-
-
 def record_bytes(record) -> bytes:
     """The bytes of one record, ``(b"LOADJOB", job)`` or ``(b"DELJOB",
     job_id)``, checksummed: the one encoder of the AOF (appends and
