@@ -62,8 +62,10 @@ def twistd_path() -> str:
 class NodeProcess:
     """A real ``twistd -n disque`` process."""
 
-    def __init__(self, workdir, port=None, args=(), config=None, host="127.0.0.1", env=None, twistd=None):
+    def __init__(self, workdir, port=None, args=(), config=None, host="127.0.0.1", env=None, twistd=None,
+                 prefix=()):
         self.twistd = twistd or twistd_path()  # the runtime: the twistd of a venv
+        self.prefix = list(prefix)  # runs the node under it (tests/netns.py: in a namespace)
         self.host = host
         self.env = env  # extra environment variables
         self.port = port or free_port()
@@ -75,7 +77,7 @@ class NodeProcess:
         self.logpath = os.path.join(self.workdir, "twistd-%d.log" % self.port)
 
     def command(self):
-        cmd = [self.twistd, "-n", "--pidfile=", "-l", self.logpath, "disque",
+        cmd = self.prefix + [self.twistd, "-n", "--pidfile=", "-l", self.logpath, "disque",
                "--port", str(self.port), "--dir", self.workdir]
         if self.config:
             cmd += ["--config", self.config]
@@ -103,8 +105,9 @@ class NodeProcess:
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
-                    # -NOAUTH: up, with requirepass set.  (-LOADING: up, loading a big AOF.)
-                    if s.recv(64).startswith((b"+PONG\r\n", b"-NOAUTH")):
+                    # -NOAUTH: up, with requirepass set; -DENIED: up, in protected mode
+                    # and we are not on loopback.  (-LOADING: up, loading a big AOF.)
+                    if s.recv(64).startswith((b"+PONG\r\n", b"-NOAUTH", b"-DENIED")):
                         return
             except OSError:
                 pass
