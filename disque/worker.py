@@ -63,8 +63,8 @@ class Worker(service.Service):
 
     ``client`` is a :class:`~disque.client.txclient.DisqueClient` to use;
     without one the worker makes its own from ``nodes`` and
-    ``client_options`` (``password``, ``tls``, ...) and disconnects it when
-    it stops.  ``stats`` counts what happened."""
+    ``client_options`` (``username``, ``password``, ``tls``, ...) and
+    disconnects it when it stops.  ``stats`` counts what happened."""
 
     log = Logger()
 
@@ -103,7 +103,8 @@ class Worker(service.Service):
         self.stop_timeout = stop_timeout
         self.nack_delay = nack_delay
         self.stats: Dict[str, int] = dict.fromkeys(
-            ("fetched", "succeeded", "failed", "acked", "nacked", "heartbeats", "ack_errors"), 0)
+            ("fetched", "succeeded", "failed", "acked", "nacked", "heartbeats", "ack_errors",
+             "fetch_errors"), 0)
         self._running: Dict[int, defer.Deferred] = {}   # serial -> the job's Deferred
         self._beats: Dict[int, object] = {}              # serial -> its next heartbeat (IDelayedCall)
         self._serial = 0
@@ -181,14 +182,28 @@ class Worker(service.Service):
             except defer.CancelledError:
                 break
             except errors.DisqueError as e:
-                self.log.warn("disque worker: GETJOB failed ({error}); trying again in {s} s",
-                              error=e, s=FETCH_RETRY_S)
+                self.stats["fetch_errors"] += 1
+                self._fetch_failed(e)
                 yield task.deferLater(self.reactor, FETCH_RETRY_S, lambda: None)
                 continue
             finally:
                 self._fetch = None
             for job in jobs:
                 self._start(job)
+
+    def _fetch_failed(self, error: errors.DisqueError):
+        """Log a failed GETJOB.  A refusal of access (a wrong password, a
+        user whose ACL does not cover the queues) is an error of the
+        worker's set-up, logged as one; the worker still tries again, as
+        the nodes' users can change while it runs."""
+        if isinstance(error, errors.ACCESS_ERRORS):
+            self.log.error("disque worker: GETJOB from {queues} refused to user {user} ({error}); "
+                           "trying again in {s} s", queues=",".join(self.queues),
+                           user=getattr(self.client, "username", None) or "default", error=error,
+                           s=FETCH_RETRY_S)
+        else:
+            self.log.warn("disque worker: GETJOB failed ({error}); trying again in {s} s",
+                          error=error, s=FETCH_RETRY_S)
 
     # -- one job -------------------------------------------------------------------
 

@@ -72,6 +72,7 @@ class Options(usage.Options):
          float],
         ["nack-delay", None, None, "Milliseconds a failed job waits before it is queued again (NACK ... DELAY; "
          "default: at once, or the job's BACKOFF).", _non_negative("--nack-delay")],
+        ["username", None, None, "User to log in as (AUTH username password; default: the default user)."],
         ["password", None, None, "Password for AUTH."],
         ["tls-ca-cert-file", None, None, "CA certificate to check the nodes' TLS certificates with (TLS on)."],
         ["tls-cert-file", None, None, "Client certificate for nodes with tls-auth-clients."],
@@ -104,7 +105,7 @@ def makeService(options):
     from .client.tls import TLSOptions
     from .worker import Worker
 
-    client_options = {"password": options["password"]}
+    client_options = {"username": options["username"], "password": options["password"]}
     if options["tls-ca-cert-file"] or options["tls-cert-file"]:
         client_options["tls"] = TLSOptions(options["tls-ca-cert-file"], options["tls-cert-file"],
                                            options["tls-key-file"])

@@ -1,15 +1,18 @@
 """DisqueClient's decisions in memory, step by step on a fake clock:
 choice by priority, failover and backoff, NoNodeAvailable, -LEAVING, the
 watchdog for a node that stops answering, retiring a node only once its
-replies are in, the consumer rule, AUTH.  The nodes are fakes that answer
-from a script; the same behaviours on real nodes: test_e2e_client.py."""
+replies are in, the consumer rule, AUTH (with a username, on every
+connection failover opens; what the protocol sends first), -NOPERM.  The
+nodes are fakes that answer from a script; the same behaviours on real
+nodes: test_e2e_client.py."""
 
 import pytest
 import txredisapi
 from twisted.internet import defer, task
+from twisted.internet.testing import StringTransport
 
 from disque.client import errors
-from disque.client.txclient import DisqueClient, _Conn
+from disque.client.txclient import DisqueClient, _Conn, _Node
 
 
 def node_id(letter):
@@ -28,6 +31,8 @@ class FakeNode:
         self.hold = False           # accept calls, never answer
         self.leaving = False
         self.auth_fails = False
+        self.logins = []            # (username, password) each connection logged in with
+        self.noperm = ()            # commands answered -NOPERM
         self.calls = []
         self.jobs_from = None       # GETJOB answers jobs created on this node letter
         self.conns = []
@@ -37,6 +42,9 @@ class FakeNode:
         if self.hold:
             return defer.Deferred()
         name = args[0]
+        if name in self.noperm:
+            raise txredisapi.ResponseError("NOPERM User alice has no permissions to run the '%s' command"
+                                           % name.lower())
         if name == "HELLO":
             return [1, self.id.encode()] + [
                 [n.id.encode(), n.address[0].encode(), b"7711", str(n.priority).encode()]
@@ -93,11 +101,14 @@ class FakeClient(DisqueClient):
 
     connects = 0
 
-    def _connect(self, node):
+    def _dial(self, factory, node):
+        """The connection the client's own factory would make: the node
+        records what the factory's protocol logs in with."""
         self.connects += 1
         fake = self.by_address.get(node.address)
         if fake is None or not fake.up:
             return defer.fail(txredisapi.ConnectionError("could not connect: refused"))
+        fake.logins.append((factory.username, factory.password))
         if fake.auth_fails:
             return defer.fail(errors.AuthError("AUTH failed on %s:%d: invalid password" % node.address))
         factory = FakeFactory(fake)
@@ -226,6 +237,64 @@ def test_auth_error_is_not_retried():
     with pytest.raises(errors.AuthError):
         result(client.qlen("q"))
     assert len(c["a"].conns) + len(c["b"].conns) == 0
+
+
+def test_every_connection_logs_in_with_the_username_failover_too():
+    c = cluster(("a", 1), ("b", 1))
+    client = FakeClient(c, ["127.0.0.1:7711"], username="alice", password="alicepw")
+    assert result(client.qlen("q")) == 0 and client.node_id == node_id("a")
+    result(client.get_jobs("q", timeout=100))  # a blocking call: a connection of its own
+    c["a"].up = False
+    for conn in c["a"].conns:
+        conn.disconnect()
+    assert result(client.qlen("q")) == 0 and client.node_id == node_id("b")
+    assert c["a"].logins == [("alice", "alicepw")] * 2 and c["b"].logins == [("alice", "alicepw")]
+    # Without a username: the default user's AUTH <password>, or no AUTH.
+    for kwargs, login in (({"password": "pw"}, (None, "pw")), ({}, (None, None)),
+                          ({"username": "nopassuser"}, ("nopassuser", ""))):
+        c = cluster(("a", 1))
+        assert result(FakeClient(c, ["127.0.0.1:7711"], **kwargs).qlen("q")) == 0
+        assert c["a"].logins == [login]
+
+
+@pytest.mark.parametrize("kwargs, sent", [
+    ({"username": "alice", "password": "alicepw"}, b"*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$7\r\nalicepw\r\n"),
+    ({"password": "pw"}, b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n"),
+    ({}, b""),
+])
+def test_the_connection_protocol_sends_auth_first(kwargs, sent):
+    client = DisqueClient(["127.0.0.1:7711"], reactor=task.Clock(), **kwargs)
+    protocol = client._factory(_Node("127.0.0.1", 7711)).buildProtocol(None)
+    transport = StringTransport()
+    protocol.makeConnection(transport)
+    assert transport.value() == sent
+
+
+def test_a_refused_pair_is_an_auth_error_not_retried():
+    c = cluster(("a", 1), ("b", 1))
+    c["a"].auth_fails = c["b"].auth_fails = True
+    client = FakeClient(c, ["127.0.0.1:7711", "127.0.0.2:7711"], username="alice", password="nope")
+    with pytest.raises(errors.AuthError):
+        result(client.qlen("q"))
+    assert len(c["a"].logins) + len(c["b"].logins) == 1
+
+
+def test_noperm_is_raised_at_once_never_failed_over():
+    c = cluster(("a", 1), ("b", 1))
+    c["a"].noperm = c["b"].noperm = ("ACKJOB",)
+    client = FakeClient(c, ["127.0.0.1:7711"], username="alice", password="alicepw")
+    assert result(client.qlen("q")) == 0
+    with pytest.raises(errors.NoPermission, match="no permissions to run the 'ackjob' command"):
+        result(client.ack("D-bbbbbbbb-aaaaaaaaaaaaaaaaaaaaaaaa-0001"))
+    assert client.node_id == node_id("a") and c["b"].calls == []  # the client stays where it was
+    # HELLO refused: the user cannot use the cluster; raised, not retried
+    # on every node until failover_timeout.
+    c = cluster(("a", 1), ("b", 1))
+    c["a"].noperm = c["b"].noperm = ("HELLO",)
+    client = FakeClient(c, ["127.0.0.1:7711", "127.0.0.2:7711"], username="alice", password="alicepw")
+    with pytest.raises(errors.NoPermission):
+        result(client.qlen("q"))
+    assert client.connects == 1
 
 
 def test_prefer_sends_job_commands_to_the_delivering_node():

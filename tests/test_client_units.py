@@ -1,16 +1,21 @@
 """The clients' shared parts without a node: the command lines each method
 builds, the reply shapes, the error classes, the node choice and the
-consumer rule (disque/client/commands.py, errors.py, nodes.py)."""
+consumer rule (disque/client/commands.py, errors.py, nodes.py), and the
+AUTH the blocking client logs in with on every connection, failover
+included (credentials.py, connection.py, over fake sockets)."""
 
 import random
 
+import hiredis
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from disque.client import errors
+from disque.client import BlockingClient, connection, errors
 from disque.client.commands import Call, Commands, pairs, parse_hello, parse_jobs
+from disque.client.credentials import auth_args, login
 from disque.client.job import Hello, Job, NodeInfo, id_prefix
 from disque.client.nodes import OriginTracker, Topology, as_address, parse_address
+from disque.resp import reply
 
 
 class Recorder(Commands):
@@ -186,6 +191,10 @@ def test_parse_hello_fills_an_empty_host():
     ("TOOLATE Half of job TTL already elapsed", errors.TooLate),
     ("NOAUTH Authentication required.", errors.AuthError),
     ("ERR invalid password", errors.AuthError),
+    ("WRONGPASS invalid username-password pair or user is disabled.", errors.AuthError),
+    ("NOPERM User alice has no permissions to run the 'debug' command", errors.NoPermission),
+    ("NOPERM No permissions to access a queue", errors.NoPermission),
+    ("NOPERM No permissions to access a job", errors.NoPermission),
     ("OOM command not allowed", errors.OutOfMemory),
     ("MAXLEN Queue is already longer than the specified MAXLEN count", errors.MaxLen),
     ("BADID Invalid Job ID format.", errors.BadId),
@@ -337,3 +346,156 @@ def test_admin_command_lines():
     assert C.cluster_forget("abc").args == ["CLUSTER", "FORGET", "abc"]
     assert C.cluster_info().parse(b"cluster_state:ok\r\ncluster_known_nodes:3\r\n", None) == {
         "cluster_state": "ok", "cluster_known_nodes": "3"}
+
+
+def test_access_errors_are_the_refusals_no_other_node_answers_differently():
+    assert errors.ACCESS_ERRORS == (errors.AuthError, errors.NoPermission)
+    assert not issubclass(errors.NoPermission, errors.AuthError)  # a command refused, not a login
+    assert not errors.means_leaving(errors.from_reply("NOPERM No permissions to access a queue"))
+
+
+# -- logging in ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("username, password, sent", [
+    ("alice", "alicepw", ["AUTH", "alice", "alicepw"]),
+    ("alice", None, ["AUTH", "alice", ""]),       # a nopass user takes any password
+    ("alice", "", ["AUTH", "alice", ""]),
+    (None, "pw", ["AUTH", "pw"]),                 # the default user, as before users existed
+    ("", "pw", ["AUTH", "pw"]),
+    (None, None, None),
+    (None, "", None),
+    ("", "", None),
+])
+def test_auth_args(username, password, sent):
+    assert auth_args(username, password) == sent
+    user, pw = login(username, password)
+    assert (pw is None) == (sent is None) and user == (sent[1] if sent and len(sent) == 3 else None)
+
+
+class FakeSocket:
+    """A node's end of one connection for the blocking client: parses what
+    the client sends and answers each command with ``answer(args)`` (RESP
+    bytes; ``None`` closes the connection).  ``sent`` lists the commands."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.reader = hiredis.Reader()
+        self.sent = []
+        self.pending = b""
+        self.closed = False
+
+    def setsockopt(self, *args):
+        pass
+
+    def settimeout(self, seconds):
+        pass
+
+    def sendall(self, data):
+        self.reader.feed(data)
+        while True:
+            command = self.reader.gets()
+            if command is False:
+                return
+            args = [a.decode() for a in command]
+            self.sent.append(args)
+            out = self.answer(args)
+            if out is None:
+                self.closed = True
+                return
+            self.pending += out
+
+    def recv(self, size):
+        out, self.pending = self.pending[:size], self.pending[size:]
+        return out  # b"" once closed: the node hung up
+
+    def close(self):
+        self.closed = True
+
+
+def fake_nodes(monkeypatch, answers):
+    """Connections to 127.0.0.1:<port> go to a FakeSocket answering with
+    ``answers[port]``; returns {port: [FakeSocket, ...]} as they open."""
+    opened = {port: [] for port in answers}
+
+    def create_connection(address, timeout=None):
+        sock = FakeSocket(answers[address[1]])
+        opened[address[1]].append(sock)
+        return sock
+    monkeypatch.setattr(connection.socket, "create_connection", create_connection)
+    return opened
+
+
+def node_answers(port, users, fail_qlen=False):
+    """A node that accepts the AUTH lines in ``users`` (``-WRONGPASS`` for
+    others), lists itself and the node at port+1 in HELLO, answers QLEN 0,
+    or closes the connection on QLEN when ``fail_qlen``."""
+    def answer(args):
+        if args[0] == "AUTH":
+            if tuple(args[1:]) in users:
+                return reply.OK
+            return reply.error(b"WRONGPASS invalid username-password pair or user is disabled.")
+        if args[0] == "HELLO":
+            me = b"%d" % port
+            return reply.array([reply.integer(1), reply.bulk(me * 8)] + [
+                reply.bulk_array([b"%d" % p * 8, b"127.0.0.1", b"%d" % p, b"1"]) for p in (port, port + 1)])
+        if args[0] == "QLEN":
+            return None if fail_qlen else reply.integer(0)
+        return reply.error(b"ERR unknown command")
+    return answer
+
+
+def test_connection_logs_in_with_username_and_password(monkeypatch):
+    users = {("alice", "alicepw"), ("pw",)}
+    opened = fake_nodes(monkeypatch, {1: node_answers(1, users)})
+    for kwargs, sent in (({"username": "alice", "password": "alicepw"}, [["AUTH", "alice", "alicepw"]]),
+                         ({"password": "pw"}, [["AUTH", "pw"]]),
+                         ({}, [])):
+        conn = connection.Connection("127.0.0.1", 1, **kwargs)
+        assert conn.call("QLEN", "q") == 0 and conn.username == kwargs.get("username")
+        assert opened[1][-1].sent == sent + [["QLEN", "q"]]
+    # The positional password of before stays the default user's.
+    connection.Connection("127.0.0.1", 1, "pw")
+    assert opened[1][-1].sent == [["AUTH", "pw"]]
+
+
+def test_connection_refused_pair_is_an_auth_error(monkeypatch):
+    opened = fake_nodes(monkeypatch, {1: node_answers(1, {("alice", "alicepw")})})
+    with pytest.raises(errors.AuthError) as e:
+        connection.Connection("127.0.0.1", 1, "bobpw", username="alice")
+    assert str(e.value) == ("disque: AUTH failed on node 127.0.0.1:1: WRONGPASS invalid username-password "
+                            "pair or user is disabled.")
+    assert opened[1][0].closed
+
+
+def test_blocking_client_logs_in_again_on_failover(monkeypatch):
+    users = {("alice", "alicepw")}
+    opened = fake_nodes(monkeypatch, {1: node_answers(1, users, fail_qlen=True), 2: node_answers(2, users)})
+    client = BlockingClient([("127.0.0.1", 1)], username="alice", password="alicepw", sleep=lambda s: None)
+    assert client.qlen("q") == 0 and client.node_address == ("127.0.0.1", 2)
+    # Node 1 (the seed) hung up on QLEN: the call ran again on node 2, which
+    # HELLO had named, over a connection that logged in as alice too.
+    assert opened[1][0].sent == [["AUTH", "alice", "alicepw"], ["HELLO"], ["QLEN", "q"]]
+    assert opened[2][0].sent[0] == ["AUTH", "alice", "alicepw"] and opened[2][0].sent[-1] == ["QLEN", "q"]
+
+
+def test_blocking_client_raises_a_refused_login_at_once(monkeypatch):
+    opened = fake_nodes(monkeypatch, {1: node_answers(1, {("alice", "alicepw")}), 2: node_answers(2, set())})
+    client = BlockingClient([("127.0.0.1", 1), ("127.0.0.1", 2)], username="alice", password="nope",
+                            sleep=lambda s: pytest.fail("a refused login is not retried"))
+    with pytest.raises(errors.AuthError, match="WRONGPASS"):
+        client.qlen("q")
+    assert len(opened[1]) + len(opened[2]) == 1  # one node tried, not the other, not again
+
+
+def test_blocking_client_raises_noperm_as_is(monkeypatch):
+    def answer(args):
+        if args == ["QLEN", "b:q"]:
+            return reply.error(b"NOPERM No permissions to access a queue")
+        return node_answers(1, {("alice", "alicepw")})(args)
+    opened = fake_nodes(monkeypatch, {1: answer, 2: node_answers(2, set())})
+    client = BlockingClient([("127.0.0.1", 1)], username="alice", password="alicepw")
+    with pytest.raises(errors.NoPermission, match="No permissions to access a queue"):
+        client.qlen("b:q")
+    # An answer, not a failure: no other node tried, the connection kept.
+    assert client.qlen("a:q") == 0
+    assert len(opened[1]) == 1 and not opened[1][0].closed and opened[2] == []

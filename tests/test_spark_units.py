@@ -4,13 +4,17 @@ offset methods driven by hand against a real node."""
 
 import json
 import os
+import pickle
 import signal
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from disque.spark.batch_read import assign_jobs
-from disque.spark.connection import AuthError, ConnectError, Connection, discover
+from disque.client import errors
+from disque.spark.connection import (AuthError, ConnectError, Connection, PermissionDenied, ServerError,
+                                     discover, refusal)
 from disque.spark.keys import content_hash, derived_key, node_order, stream_write_id, user_key
 from disque.spark.offsets import (initial_offset, job_count, make_offset, pack_ids, plan_partitions,
                                   unpack_ids)
@@ -58,6 +62,31 @@ def test_bad_options_name_the_problem(raw, mode, message):
     with pytest.raises(OptionError) as e:
         parse_options(raw, mode)
     assert message in str(e.value) and str(e.value).startswith("disque: ")
+
+
+def test_username_option_for_every_operation():
+    for mode in (READ, STREAM_READ_MODE, WRITE_MODE):
+        o = parse_options({"queue": "a:q", "UserName": "alice", "password": "alicepw"}, mode)
+        assert (o.username, o.password) == ("alice", "alicepw")
+        assert "'username': 'alice'" in repr(o) and "alicepw" not in repr(o)
+        assert pickle.loads(pickle.dumps(o)).username == "alice"  # what the executors get
+    for raw in ({"queue": "q"}, {"queue": "q", "username": ""}):
+        assert parse_options(raw, READ).username is None  # AUTH <password>, the default user
+
+
+def test_refusals_name_the_node_and_the_user():
+    alice = SimpleNamespace(addr="127.0.0.1:7711", username="alice")
+    e = refusal("ADDJOB", alice, ServerError("NOPERM No permissions to access a queue"))
+    assert isinstance(e, PermissionDenied) and isinstance(e, errors.NoPermission)
+    assert isinstance(e, DisqueSparkError)
+    assert str(e) == ("disque: ADDJOB refused on node 127.0.0.1:7711 to user 'alice': "
+                      "NOPERM No permissions to access a queue")
+    default = SimpleNamespace(addr="127.0.0.1:7711", username=None)
+    assert "to user 'default'" in str(refusal("SHOW", default, ServerError("NOPERM No permissions to access a job")))
+    e = refusal("SHOW", default, ServerError("ERR boom"))
+    assert type(e) is DisqueSparkError and str(e) == "disque: SHOW failed on node 127.0.0.1:7711: ERR boom"
+    with pytest.raises(AuthError, match="node 127.0.0.1:7711 requires a password"):
+        refusal("GETJOB", alice, ServerError("NOAUTH Authentication required."))
 
 
 def test_extension_options_of_writes():

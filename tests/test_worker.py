@@ -4,11 +4,12 @@ by step (the same worker against real nodes: test_e2e_worker.py)."""
 
 import pytest
 from twisted.internet import defer, task
+from twisted.logger import LogLevel, capturedLogs, formatEvent
 
 from disque.client import errors
 from disque.client.job import Job
 from disque.worker import FETCH_RETRY_S, Worker
-from disque.worker_tap import Options, load_handler
+from disque.worker_tap import Options, load_handler, makeService
 
 
 class FakeClient:
@@ -190,6 +191,21 @@ def test_getjob_failure_is_retried_after_a_pause():
     assert len(client.fetches) == 2
 
 
+def test_a_refused_getjob_is_logged_as_an_error_and_retried():
+    worker, client, clock = make(lambda j: None)
+    client.username = "alice"
+    with capturedLogs() as events:
+        client.fetches[-1][1].errback(errors.NoPermission("NOPERM No permissions to access a queue"))
+    [event] = events
+    assert event["log_level"] == LogLevel.error and "refused to user alice" in formatEvent(event)
+    assert event["queues"] == "q" and worker.stats["fetch_errors"] == 1
+    clock.advance(FETCH_RETRY_S)  # the user's ACL may change while the worker runs: tried again
+    assert len(client.fetches) == 2
+    with capturedLogs() as events:
+        client.fetches[-1][1].errback(errors.NoNodeAvailable("no node"))
+    assert [e["log_level"] for e in events] == [LogLevel.warn] and worker.stats["fetch_errors"] == 2
+
+
 def test_graceful_stop_waits_for_running_jobs_and_fetches_no_more():
     running = defer.Deferred()
     worker, client, clock = make(lambda j: running if j.body == b"body1" else None, concurrency=4)
@@ -259,6 +275,18 @@ def test_tap_options_and_handler_loading(tmp_path, monkeypatch):
     with pytest.raises(Exception):
         Options().parseOptions(["--handler", "wjobs:handle", "--queues", "a", "-c", "0"])
     assert load_handler("wjobs:handle")(1) == 1
+
+
+def test_tap_username_and_password_reach_the_client(tmp_path, monkeypatch):
+    (tmp_path / "wjobs2.py").write_text("def handle(job):\n    return job\n")
+    monkeypatch.chdir(tmp_path)
+    for argv, login in ((["--username", "alice", "--password", "alicepw"], ("alice", "alicepw")),
+                        (["--password", "pw"], (None, "pw")),
+                        ([], (None, None))):
+        options = Options()
+        options.parseOptions(["--handler", "wjobs2:handle", "--queues", "a:q"] + argv)
+        client = makeService(options).client
+        assert (client.username, client.password) == login
 
 
 def test_stop_gives_up_a_getjob_stuck_in_failover():

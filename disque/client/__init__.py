@@ -14,7 +14,7 @@ txredisapi until a client class is used.
 
 from .errors import (
     AuthError, BadId, ConnectionError, DisqueError, Leaving, MaxLen, NoJob, NoNodeAvailable,
-    NoReplication, OutOfMemory, Paused, ResponseError, TooLate,
+    NoPermission, NoReplication, OutOfMemory, Paused, ResponseError, TooLate,
 )
 from .job import Hello, Job, NodeInfo
 from .tls import TLSOptions
@@ -22,8 +22,8 @@ from .tls import TLSOptions
 
 __all__ = [
     "AuthError", "BadId", "BlockingClient", "ConnectionError", "DisqueClient", "DisqueError", "Hello",
-    "Job", "Leaving", "MaxLen", "NoJob", "NoNodeAvailable", "NodeInfo", "NoReplication", "OutOfMemory",
-    "Paused", "ResponseError", "TLSOptions", "TooLate",
+    "Job", "Leaving", "MaxLen", "NoJob", "NoNodeAvailable", "NodeInfo", "NoPermission", "NoReplication",
+    "OutOfMemory", "Paused", "ResponseError", "TLSOptions", "TooLate",
 ]
 
 

@@ -30,15 +30,17 @@ from .tls import TLSOptions
 
 
 class BlockingClient(Commands):
-    """See the module docstring; the arguments are the Twisted client's."""
+    """See the module docstring; the arguments are the Twisted client's
+    (``username`` and ``password`` log every connection in)."""
 
     def __init__(self, nodes: Sequence[Union[str, Tuple[str, int], int]] = ("127.0.0.1:7711",),
                  password: Optional[str] = None, tls: Optional[TLSOptions] = None,
                  connect_timeout: float = 5.0, reply_timeout: float = 10.0,
                  failover_timeout: float = 30.0, hello_interval: float = 10.0,
                  discover: bool = True, switch_window: Optional[int] = 100, switch_share: float = 0.5,
-                 clock=time.monotonic, sleep=time.sleep):
+                 clock=time.monotonic, sleep=time.sleep, username: Optional[str] = None):
         self.topology = Topology([as_address(n) for n in nodes])
+        self.username = username
         self.password = password
         self.tls = tls
         self.connect_timeout = connect_timeout
@@ -142,7 +144,7 @@ class BlockingClient(Commands):
                     self._conns[address] = conn
                     conn.settimeout(self.reply_timeout)
                     self._learn(address, conn.call("HELLO"))
-                except errors.ConnectionError as e:  # an AuthError is not one: it goes up at once
+                except errors.ConnectionError as e:  # AuthError, NoPermission are not: they go up at once
                     self._failed(address, e)
                     continue
                 self.topology.succeeded(address)
@@ -156,7 +158,7 @@ class BlockingClient(Commands):
 
     def _open(self, address: Address) -> Connection:
         return Connection(address[0], address[1], self.password, timeout=self.reply_timeout,
-                          tls=self.tls, connect_timeout=self.connect_timeout)
+                          tls=self.tls, connect_timeout=self.connect_timeout, username=self.username)
 
     def _learn(self, address: Address, reply):
         hello = parse_hello(reply, host=address[0])

@@ -10,7 +10,8 @@ The error classes are class attributes, so a user of the connection (the
 Spark connector) can have its own raised with the same messages:
 ``reply_error`` for error replies, ``connect_error`` when the node cannot be
 reached or drops the connection, ``auth_error`` for a missing or wrong
-password.  Every message is one line naming the node.
+password (or username-password pair).  Every message is one line naming
+the node.
 """
 
 import socket
@@ -19,6 +20,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 import hiredis
 
 from . import errors
+from .credentials import auth_args
 
 CONNECT_TIMEOUT_S = 5.0
 IO_TIMEOUT_S = 60.0
@@ -60,17 +62,20 @@ def check_auth(reply, addr: str, auth_error=errors.AuthError):
 
 
 class Connection:
-    """A blocking connection to one node (AUTH done when ``password`` is
-    set; TLS when ``tls`` is a :class:`~disque.client.tls.TLSOptions`)."""
+    """A blocking connection to one node (logged in as ``username`` with
+    ``password`` first, see :mod:`~disque.client.credentials`; TLS when
+    ``tls`` is a :class:`~disque.client.tls.TLSOptions`)."""
 
     reply_error = errors.ResponseError
     connect_error = errors.ConnectionError
     auth_error = errors.AuthError
 
     def __init__(self, host: str, port: int, password: Optional[str] = None,
-                 timeout: float = IO_TIMEOUT_S, tls=None, connect_timeout: float = CONNECT_TIMEOUT_S):
+                 timeout: float = IO_TIMEOUT_S, tls=None, connect_timeout: float = CONNECT_TIMEOUT_S,
+                 username: Optional[str] = None):
         self.host, self.port = host, port
         self.addr = address(host, port)
+        self.username = username  # for messages
         try:
             sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as e:
@@ -86,9 +91,10 @@ class Connection:
         self._timeout = timeout
         self.sock = sock
         self.reader = hiredis.Reader(replyError=self.reply_error)
-        if password:
+        auth = auth_args(username, password)
+        if auth is not None:
             try:
-                self.call("AUTH", password)
+                self.call(*auth)
             except errors.ResponseError as e:
                 self.close()
                 text = str(e)

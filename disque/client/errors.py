@@ -68,7 +68,16 @@ class BadId(ResponseError):
 
 
 class AuthError(ResponseError):
-    """The node wants a password (``-NOAUTH``) or refused the one given."""
+    """The node wants a password (``-NOAUTH``) or refused the one given
+    (``-WRONGPASS`` for a username-password pair, ``-ERR invalid
+    password``)."""
+
+
+class NoPermission(ResponseError):
+    """``-NOPERM``: the user the client logged in as may not run the
+    command, or touch the queue or the job it names (the node's ACL).
+    Another node would refuse it the same way: the clients raise it at
+    once, never fail over on it."""
 
 
 class ConnectionError(DisqueError):  # noqa: A001 (the name txredisapi and redis-py use)
@@ -95,8 +104,10 @@ def means_leaving(error: Exception) -> bool:
 _BY_CODE: Dict[str, Type[ResponseError]] = {
     "NOJOB": NoJob, "NOREPL": NoReplication, "PAUSED": Paused, "LEAVING": Leaving,
     "TOOLATE": TooLate, "OOM": OutOfMemory, "MAXLEN": MaxLen, "BADID": BadId,
-    "NOAUTH": AuthError, "WRONGPASS": AuthError,
+    "NOAUTH": AuthError, "WRONGPASS": AuthError, "NOPERM": NoPermission,
 }
+
+ACCESS_ERRORS = (AuthError, NoPermission)  # refusals no other node answers differently
 
 
 def from_reply(line) -> ResponseError:

@@ -45,6 +45,7 @@ from twisted.python.failure import Failure
 
 from . import errors
 from .commands import Call, Commands, Page, parse_hello
+from .credentials import login
 from .job import Job
 from .nodes import Address, Candidate, OriginTracker, Topology, as_address
 from .tls import TLSOptions
@@ -122,7 +123,9 @@ class DisqueClient(Commands):
     """A Twisted client for a Disque cluster (see the module docstring).
 
     ``nodes``: seed addresses (``"host:port"``, ``("host", port)`` or a
-    port).  ``password``: sent with AUTH on every connection.  ``tls``: a
+    port).  ``password`` (and ``username``, for a user of the nodes' ACL
+    other than ``default``): sent with AUTH on every connection
+    (:mod:`~disque.client.credentials`).  ``tls``: a
     :class:`~disque.client.tls.TLSOptions` for nodes serving TLS.
     ``discover=False`` keeps the client on the seeds (no HELLO-learned
     nodes).  Times are in seconds."""
@@ -134,12 +137,13 @@ class DisqueClient(Commands):
                  connect_timeout: float = 5.0, reply_timeout: float = 10.0,
                  failover_timeout: float = 30.0, hello_interval: float = 10.0,
                  discover: bool = True, switch_window: Optional[int] = 100, switch_share: float = 0.5,
-                 reactor=None):
+                 reactor=None, username: Optional[str] = None):
         if reactor is None:
             from twisted.internet import reactor
         self.reactor = reactor
         seeds = [as_address(n) for n in nodes]
         self.topology = Topology(seeds)
+        self.username = username
         self.password = password
         self.tls = tls
         self.connect_timeout = connect_timeout
@@ -337,7 +341,7 @@ class DisqueClient(Commands):
                 node.retired = False
                 try:
                     yield self._open_shared(node, with_hello=True)
-                except errors.AuthError:
+                except errors.ACCESS_ERRORS:
                     raise
                 except Exception as e:
                     self._failed(node, e)
@@ -413,12 +417,23 @@ class DisqueClient(Commands):
         if node.retired and not node.busy and node is not self._current:
             node.close()
 
-    @defer.inlineCallbacks
+    def _factory(self, node: _Node) -> txredisapi.RedisFactory:
+        """The txredisapi factory of one connection to ``node``: its
+        protocol sends the client's AUTH first (:mod:`.credentials`)."""
+        username, password = login(self.username, self.password)
+        factory = txredisapi.RedisFactory("%s:%d" % node.address, None, 1, isLazy=False, charset=None,
+                                          password=password, convertNumbers=False, username=username)
+        factory.reconnect = False
+        return factory
+
     def _connect(self, node: _Node):
         """A new txredisapi connection to ``node`` (AUTH done)."""
-        factory = txredisapi.RedisFactory("%s:%d" % node.address, None, 1, isLazy=False,
-                                          charset=None, password=self.password, convertNumbers=False)
-        factory.reconnect = False
+        return self._dial(self._factory(node), node)
+
+    @defer.inlineCallbacks
+    def _dial(self, factory: txredisapi.RedisFactory, node: _Node):
+        """Connect ``factory`` to ``node``; fires with the :class:`_Conn`
+        once it is ready (a refused AUTH raises :class:`AuthError`)."""
         endpoint = HostnameEndpoint(self.reactor, node.host, node.port, timeout=self.connect_timeout)
         if self.tls is not None:
             endpoint = wrapClientTLS(self.tls.creator(node.host), endpoint)

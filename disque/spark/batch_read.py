@@ -16,7 +16,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .connection import Connection, ConnectError, ServerError, discover, split_address
+from .connection import Connection, ConnectError, ServerError, discover, refusal, split_address
 from .offsets import pack_ids, unpack_ids
 from .schema import ARROW_BATCH_ROWS, BatchRows
 
@@ -49,8 +49,11 @@ def scan_ids(conn: Connection, queues: Sequence[str]) -> List[bytes]:
     for queue in queues:
         cursor = b"0"
         while True:
-            reply = conn.call("JSCAN", cursor, "COUNT", SCAN_COUNT, "QUEUE", queue,
-                              "STATE", "queued", "STATE", "active", "REPLY", "ID")
+            try:
+                reply = conn.call("JSCAN", cursor, "COUNT", SCAN_COUNT, "QUEUE", queue,
+                                  "STATE", "queued", "STATE", "active", "REPLY", "ID")
+            except ServerError as e:
+                raise refusal("JSCAN", conn, e) from None
             cursor, ids = reply[0], reply[1]
             for job_id in ids:
                 seen[job_id] = None
@@ -74,12 +77,12 @@ class BatchReader(DataSourceReader):
 
     def partitions(self):
         opts = self.options
-        nodes = discover(opts.nodes, opts.password)
+        nodes = discover(opts.nodes, opts.password, opts.username)
         listed = []
         for addr, node_id in nodes:
             host, port = split_address(addr)
             try:
-                conn = Connection(host, port, opts.password)
+                conn = Connection(host, port, opts.password, username=opts.username)
             except ConnectError:
                 continue  # a failing node: its jobs are read from their other copies
             with conn:
@@ -93,13 +96,13 @@ class BatchReader(DataSourceReader):
             return
         host, port = split_address(partition.addr)
         rows = BatchRows()
-        with Connection(host, port, self.options.password) as conn:
+        with Connection(host, port, self.options.password, username=self.options.username) as conn:
             for start in range(0, len(ids), ARROW_BATCH_ROWS):
                 replies = conn.pipeline((("SHOW", i) for i in ids[start:start + ARROW_BATCH_ROWS]),
                                         SHOW_WINDOW)
                 for reply in replies:
                     if isinstance(reply, ServerError):
-                        raise reply
+                        raise refusal("SHOW", conn, reply)
                     if reply is not None:  # None: gone since planning
                         rows.add_show(reply)
                 if len(rows):

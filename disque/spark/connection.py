@@ -7,7 +7,9 @@ can check each one) and are raised by ``call``.
 :func:`discover` turns the seed addresses of the ``nodes`` option into the
 cluster's node list with HELLO.  Every failure to reach or authenticate is
 raised as :class:`ConnectError` / :class:`AuthError` with one line that names
-the node and the problem.
+the node and the problem; :func:`refusal` is the error for any other error
+reply that fails a task (:class:`PermissionDenied` for ``-NOPERM``: the
+``username`` option's user may not touch the queue or the job).
 """
 
 from typing import List, Optional, Sequence, Tuple
@@ -17,8 +19,8 @@ from ..client import errors as _errors
 from ..client.commands import parse_hello
 from ..client.connection import CONNECT_TIMEOUT_S, address, split_address
 
-__all__ = ["AuthError", "ConnectError", "Connection", "DisqueSparkError", "ServerError", "address",
-           "check_auth", "discover", "hello", "split_address"]
+__all__ = ["AuthError", "ConnectError", "Connection", "DisqueSparkError", "PermissionDenied", "ServerError",
+           "address", "check_auth", "discover", "hello", "refusal", "split_address"]
 
 
 class DisqueSparkError(Exception):
@@ -34,7 +36,12 @@ class ConnectError(DisqueSparkError, _errors.ConnectionError):
 
 
 class AuthError(DisqueSparkError, _errors.AuthError):
-    """Wrong or missing password."""
+    """Wrong or missing password (or username-password pair)."""
+
+
+class PermissionDenied(ServerError, _errors.NoPermission):
+    """``-NOPERM``: the user of the ``username`` option may not run the
+    command or touch the queue or job it names."""
 
 
 class Connection(_wire.Connection):
@@ -50,25 +57,41 @@ def check_auth(reply, addr: str):
     _wire.check_auth(reply, addr, AuthError)
 
 
+def refusal(command: str, conn: Connection, reply: ServerError) -> DisqueSparkError:
+    """The error that fails a task whose ``command`` got the error
+    ``reply`` on ``conn``: one line naming the node (and the user, for
+    ``-NOPERM``).  A ``-NOAUTH`` is raised here, as :class:`AuthError`."""
+    check_auth(reply, conn.addr)
+    if str(reply).startswith("NOPERM"):
+        return PermissionDenied("disque: %s refused on node %s to user '%s': %s"
+                                % (command, conn.addr, conn.username or "default", reply))
+    return DisqueSparkError("disque: %s failed on node %s: %s" % (command, conn.addr, reply))
+
+
 def hello(conn: Connection) -> List[Tuple[str, str, int]]:
     """[(node_id, host, port), ...] from HELLO; a node that does not know
     its own host (empty) gets the address ``conn`` is connected to."""
     return [(n.id, n.host, n.port) for n in parse_hello(conn.call("HELLO"), host=conn.host).nodes]
 
 
-def discover(seeds: Sequence[Tuple[str, int]], password: Optional[str]) -> List[Tuple[str, str]]:
+def discover(seeds: Sequence[Tuple[str, int]], password: Optional[str],
+             username: Optional[str] = None) -> List[Tuple[str, str]]:
     """The cluster's nodes as a sorted list of ``(address, node_id)``.
 
     Seeds are tried in order; the first that answers HELLO gives the node
     list (a node that is not a seed is found this way).  Raises
     :class:`ConnectError` naming every seed when none is reachable, and
     :class:`AuthError` on a wrong or missing password (not retried on the
-    other seeds: they share the password)."""
+    other seeds: they share the password), :class:`PermissionDenied` when
+    the user may not run HELLO."""
     errors = []
     for host, port in seeds:
         try:
-            with Connection(host, port, password, timeout=CONNECT_TIMEOUT_S) as conn:
-                nodes = hello(conn)
+            with Connection(host, port, password, timeout=CONNECT_TIMEOUT_S, username=username) as conn:
+                try:
+                    nodes = hello(conn)
+                except ServerError as e:
+                    raise refusal("HELLO", conn, e) from None
         except ConnectError as e:
             errors.append(str(e).replace("disque: ", "", 1))
             continue

@@ -28,7 +28,7 @@ DEFAULT_ADDJOB_TIMEOUT_MS = 5000
 DEFAULT_MAX_JOBS_PER_TRIGGER = 5000
 DEFAULT_WORKING_INTERVAL_S = 5.0
 
-COMMON = ("nodes", "queue", "password")
+COMMON = ("nodes", "queue", "username", "password")
 WRITE = ("replicate", "retry", "ttl", "delay", "async", "timeout",
          "bodycolumn", "queuecolumn", "dedupcolumn", "priority", "prioritycolumn", "backoff",
          "maxdeliveries", "deadletter")
@@ -55,7 +55,7 @@ class OptionError(ValueError):
 class Options:
     """Validated options (see the module docstring for the invariants)."""
 
-    __slots__ = ("nodes", "queues", "password", "replicate", "retry", "ttl", "delay",
+    __slots__ = ("nodes", "queues", "username", "password", "replicate", "retry", "ttl", "delay",
                  "async_", "timeout_ms", "body_column", "queue_column", "dedup_column",
                  "max_jobs_per_trigger", "working_interval", "priority", "priority_column", "backoff",
                  "max_deliveries", "dead_letter", "nack_delay_ms")
@@ -239,6 +239,7 @@ def parse_options(raw: Dict[str, str], mode: str) -> Options:
     if mode == WRITE_MODE and len(queues) > 1:
         raise OptionError("disque: a write takes one queue, got %d (%s); use 'queueColumn' to spread rows"
                           % (len(queues), ",".join(queues)))
+    username = opts.get("username") or None
     password = opts.get("password") or None
     max_deliveries = _int(opts, "maxdeliveries", 1, MAX_U32)
     dead_letter = _column(opts, "deadletter")
@@ -257,7 +258,7 @@ def parse_options(raw: Dict[str, str], mode: str) -> Options:
                     raise OptionError("disque: the dead-letter queue '%s' (of queue '%s') is also read by this "
                                       "query: set 'deadLetter' to another queue" % (target, q))
     return Options(
-        nodes=nodes, queues=queues, password=password,
+        nodes=nodes, queues=queues, username=username, password=password,
         replicate=_int(opts, "replicate", 1, 65535),
         retry=_int(opts, "retry", 0, 2 ** 31 - 1),
         ttl=_int(opts, "ttl", 1, 2 ** 31 - 1),

@@ -44,7 +44,7 @@ class DisqueDataSource(DataSource):
         if overwrite:
             raise OptionError("disque: only append mode is supported (a queue cannot be overwritten)")
         check_schema(options, schema)
-        nodes = [addr for addr, _ in discover(options.nodes, options.password)]
+        nodes = [addr for addr, _ in discover(options.nodes, options.password, options.username)]
         return options, nodes
 
     def writer(self, schema, overwrite):

@@ -55,8 +55,8 @@ from typing import Dict, List
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from .connection import (Connection, ConnectError, DisqueSparkError, ServerError, check_auth,
-                         discover, split_address)
+from .connection import (Connection, ConnectError, DisqueSparkError, ServerError, check_auth, discover,
+                         refusal, split_address)
 from .offsets import (initial_offset, job_count, make_offset, offset_jobs, offset_seq,
                       pack_ids, plan_partitions, unpack_ids)
 from .options import dead_letter_queue
@@ -88,15 +88,16 @@ def _warn(msg):
 class StreamPartition(InputPartition):
     """Part of one batch: the node its jobs were fetched from, their IDs (a
     blob of 40-byte IDs), the rows when known (else None: read SHOWs the
-    IDs), every node's address (fallback for SHOW) and the password."""
+    IDs), every node's address (fallback for SHOW) and the credentials."""
 
-    def __init__(self, addr, ids, rows, nodes, password, dead=None):
+    def __init__(self, addr, ids, rows, nodes, password, dead=None, username=None):
         super().__init__(addr)
         self.addr = addr
         self.ids = ids
         self.rows = rows
         self.nodes = nodes
         self.password = password
+        self.username = username
         self.dead = dead  # (maxDeliveries, deadLetter or None) when set
 
 
@@ -154,11 +155,11 @@ def read_partition(partition: StreamPartition):
         host, port = split_address(addr)
         here = {}
         try:
-            with Connection(host, port, partition.password) as conn:
+            with Connection(host, port, partition.password, username=partition.username) as conn:
                 replies = conn.pipeline([("SHOW", i) for i in missing], 512)
                 for job_id, reply in zip(missing, replies):
                     if isinstance(reply, ServerError):
-                        raise reply
+                        raise refusal("SHOW", conn, reply)
                     if reply is not None:
                         here[job_id] = reply
                 spent = _spent(here, max_deliveries)
@@ -255,7 +256,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         now = time.monotonic()
         if self._nodes is None or now - self._nodes_at > NODES_REFRESH_S:
             try:
-                self._nodes = [addr for addr, _ in discover(self.options.nodes, self.options.password)]
+                self._nodes = [addr for addr, _ in discover(self.options.nodes, self.options.password,
+                                                            self.options.username)]
             except ConnectError:
                 if self._nodes is None:
                     raise
@@ -266,7 +268,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         conn = pool.get(addr)
         if conn is None:
             host, port = split_address(addr)
-            conn = pool[addr] = Connection(host, port, self.options.password)
+            conn = pool[addr] = Connection(host, port, self.options.password, username=self.options.username)
         return conn
 
     def _drop(self, addr, pool):
@@ -365,8 +367,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 _warn(str(e))
                 self._drop(addr, self._conns)
             except ServerError as e:
-                check_auth(e, addr)
-                raise DisqueSparkError("disque: GETJOB failed on node %s: %s" % (addr, e)) from None
+                raise refusal("GETJOB", conn, e) from None
             if got:
                 retries = retries or [None] * len(got)
                 for (job_id, queue, body, nacks, deliveries), retry in zip(got, retries):
@@ -454,7 +455,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             dead = None
             if self.options.max_deliveries is not None:
                 dead = (self.options.max_deliveries, self.options.dead_letter)
-            parts.append(StreamPartition(addr, pack_ids(ids), rows, list(nodes), self.options.password, dead))
+            parts.append(StreamPartition(addr, pack_ids(ids), rows, list(nodes), self.options.password, dead,
+                                         self.options.username))
         return parts
 
     def read(self, partition):

@@ -23,7 +23,7 @@ from typing import Iterator, List, Optional
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamWriter,
                                     WriterCommitMessage)
 
-from .connection import Connection, ConnectError, DisqueSparkError, ServerError, check_auth, split_address
+from .connection import Connection, ConnectError, DisqueSparkError, ServerError, refusal, split_address
 from .keys import derived_key, node_order, stream_write_id, user_key
 from .options import PRIORITY_MAX, PRIORITY_MIN, OptionError
 
@@ -129,13 +129,13 @@ def _commands(rows, options, write_id: str, partition: int):
         yield [b"ADDJOB", q, body, timeout] + extra + prio + [b"DEDUP", key]
 
 
-def _connect(nodes: List[str], password, write_id: str, partition: int):
+def _connect(nodes: List[str], options, write_id: str, partition: int):
     """Connection to the first reachable node of the partition's order."""
     errors = []
     for addr in node_order(nodes, write_id, partition):
         host, port = split_address(addr)
         try:
-            return Connection(host, port, password)
+            return Connection(host, port, options.password, username=options.username)
         except ConnectError as e:
             errors.append(str(e))
     raise ConnectError("disque: no node reachable for partition %d: %s" % (partition, "; ".join(errors)))
@@ -145,12 +145,11 @@ def write_partition(rows, options, nodes: List[str], write_id: str, partition: i
     """ADDJOB every row of one partition on one node, sending rows as they
     arrive; raises on the first error reply."""
     count = 0
-    conn = _connect(nodes, options.password, write_id, partition)
+    conn = _connect(nodes, options, write_id, partition)
     with conn:
         for reply in conn.stream(_commands(rows, options, write_id, partition), WINDOW):
             if isinstance(reply, ServerError):
-                check_auth(reply, conn.addr)
-                raise DisqueSparkError("disque: ADDJOB failed on node %s: %s" % (conn.addr, reply))
+                raise refusal("ADDJOB", conn, reply)
             count += 1
     return WriteResult(partition, conn.addr, count)
 
