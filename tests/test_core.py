@@ -524,6 +524,66 @@ def test_a_loaded_job_goes_on_once_its_other_copy_is_suspected():
     assert job.state == QUEUED
 
 
+# -- YOURJOBS past the memory limit ---------------------------------------------------
+
+def handed_over(*specs):
+    """YOURJOBS records of new jobs made on PEER: (retry, body) each."""
+    from disque.core import messages
+
+    peer = NodeState(PEER, T0, rng=random.Random(5))
+    return messages.YourJobs(tuple(peer.jobs.record(add(peer, body=body, retry=retry)) for retry, body in specs))
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_past_75_percent_of_maxmemory_yourjobs_registers_no_new_job_and_hands_them_back(level):
+    """REPLJOB's rule: no new copy past 75%.  The at-least-once job's sender
+    still holds its copy and is asked to queue it (ENQUEUE); the at-most-once
+    record is the only copy, so it goes back in a YOURJOBS."""
+    from disque.core import messages
+
+    node = make_node()
+    msg = handed_over((5, b"kept there"), (0, b"only copy"))
+    at_least_once, at_most_once = msg.jobs
+    node.memory.level = level
+    node.federation.on_yourjobs(PEER, msg)
+    assert len(node.jobs) == 0 and node.memory.used() == 0
+    assert sent(node, messages.Enqueue) == [messages.Enqueue(at_least_once.id)]
+    assert sent(node, messages.YourJobs) == [messages.YourJobs((at_most_once,))]
+    node.outbox.clear()
+    node.memory.level = 0  # memory freed: the same message is taken
+    node.federation.on_yourjobs(PEER, msg)
+    assert len(node.queues.get(b"q")) == 2 and sent(node, messages.YourJobs) == []
+
+
+def test_past_the_memory_limit_a_job_already_held_is_still_queued():
+    """A copy this node holds costs nothing more to queue."""
+    node = make_node()
+    job = add(node, retry=5)
+    node.queues.dequeue(job)
+    rec = node.jobs.record(job)
+    node.memory.level = 3
+    from disque.core import messages
+
+    node.federation.on_yourjobs(PEER, messages.YourJobs((rec,)))
+    assert job.state == QUEUED and sent(node, messages.Enqueue) == sent(node, messages.YourJobs) == []
+
+
+def test_a_node_past_the_memory_limit_asks_for_no_jobs():
+    from disque.core import messages
+    from disque.federation.default import DefaultPolicy
+
+    node = make_node()
+    node.federation.policy = DefaultPolicy()
+    node.cluster.restore(False, [(PEER, b"127.0.0.1", 7712, False)], T0)
+    node.outbox.clear()
+    node.memory.level = 1
+    node.federation.need_jobs(b"q", "waiting")
+    assert sent(node, messages.NeedJobs) == []
+    node.memory.level = 0
+    node.federation.need_jobs(b"q", "waiting")
+    assert sent(node, messages.NeedJobs) == [messages.NeedJobs(b"q", 1)]
+
+
 # -- a backlog of due jobs: at most max_due a run ----------------------------------
 
 def restarted_node_with_overdue_jobs(n, now=T0):

@@ -2,11 +2,14 @@
 NEEDJOBS/YOURJOBS between pure cores wired in memory."""
 
 import math
+import random
 
 from zope.interface.verify import verifyObject
 
 from disque.core.job import ACTIVE, Job, QUEUED
 from disque.core import messages
+from disque.core.federation import RETURN_WINDOW_MS
+from disque.core.node import NodeState
 from disque.core.queue import PAUSED_OUT, Queue
 from disque.federation.default import (ADHOC_MAX_DELAY, ADHOC_MIN_DELAY, BCAST_MAX_DELAY, BCAST_MIN_DELAY,
                                        IMPORT_RATE_WINDOW, DefaultPolicy)
@@ -317,3 +320,79 @@ def test_the_example_policy_gives_at_most_half_a_queue_per_request():
     sim._drain(0)
     sim.pump()
     assert len(a.queues.get(b"q").jobs) == 2 and len(b.queues.get(b"q").jobs) == 3
+
+
+# -- YOURJOBS past the memory limit ------------------------------------------------------
+
+def asked_then_full(sim, consumer, level=1):
+    """Node 1 blocks a consumer on q and asks for jobs; before the answers
+    come, its memory passes 75% of maxmemory (level ``level``)."""
+    b = sim.nodes[1]
+    b.set_time(sim.now)
+    assert b.getjob.get_jobs([b"q"], 1) == []
+    b.getjob.block(consumer, [b"q"], 0, lambda jobs: [j.id for j in jobs], None)
+    sim._drain(1)  # NEEDJOBS on the wire, not delivered yet
+    b.memory.level = level
+
+
+def test_jobs_handed_to_a_node_past_maxmemory_stay_with_the_sender_and_come_once_memory_frees():
+    sim = mesh(2)
+    a, b = sim.nodes
+    once = add(sim, 0, body=b"at-least-once", retry=5)
+    at_most_once = add(sim, 0, body=b"at-most-once", retry=0)
+    consumer = object()
+    asked_then_full(sim, consumer)
+    sim.pump()  # NEEDJOBS to A, YOURJOBS to B, B hands them back
+    assert any(type(m) is messages.YourJobs and s == 0 for s, _, m in sim.delivered)
+    assert len(b.jobs) == 0 and served(sim, consumer) == []
+    # Both are queued on A again at once: the at-least-once one by ENQUEUE
+    # (A kept its copy), the at-most-once one taken back (its only copy).
+    assert [j.id for j in a.queues.get(b"q").jobs] == [once.id, at_most_once.id]
+    assert any(type(m) is messages.Enqueue and (s, r) == (1, 0) for s, r, m in sim.delivered)
+    sim.advance(5000)
+    assert served(sim, consumer) == [] and len(b.jobs) == 0  # still full: B does not ask
+    b.memory.level = 0
+    t = sim.now
+    while len(served(sim, consumer)) < 1 and sim.now - t < 35_000:
+        sim.advance(100)
+    got = served(sim, consumer)[0]
+    t = sim.now
+    while len(got) < 2 and sim.now - t < 35_000:  # the other one follows (B asks again)
+        b.set_time(sim.now)
+        got += [j.id for j in b.getjob.get_jobs([b"q"], 1)]
+        sim._drain(1)
+        sim.advance(100)
+    assert sorted(got) == sorted([once.id, at_most_once.id])  # each delivered once, none lost
+
+
+def test_a_sender_past_maxmemory_too_takes_its_at_most_once_jobs_back():
+    """No ping-pong between two full nodes: the record goes there and back,
+    and the sender forgets what it handed away after RETURN_WINDOW_MS."""
+    sim = mesh(2)
+    a, b = sim.nodes
+    job = add(sim, 0, retry=0)
+    asked_then_full(sim, object(), level=3)
+    a.memory.level = 3
+    sim.pump()
+    assert [(s, r) for s, r, m in sim.delivered if type(m) is messages.YourJobs] == [(0, 1), (1, 0)]
+    assert [j.id for j in a.queues.get(b"q").jobs] == [job.id] and len(b.jobs) == 0
+    a.memory.level = b.memory.level = 0
+    a.set_time(sim.now)
+    a.federation.on_needjobs(b.my_id, messages.NeedJobs(b"q", 1))
+    assert job.id in a.federation._handed  # white box: remembered ...
+    sim.advance(RETURN_WINDOW_MS + 1000)
+    assert a.federation._handed == {}  # ... for a while only
+
+
+def test_jobs_a_peer_sends_unasked_to_a_node_past_maxmemory_go_back_to_it():
+    sim = mesh(2)
+    a, b = sim.nodes
+    b.memory.level = 3
+    maker = NodeState(a.my_id, sim.now, rng=random.Random(1))  # A's jobs, unknown to A itself
+    rec = maker.jobs.record(maker.addjob.add(b"q", b"x" * 1000, 1, 0, 0, 600, 0, False))
+    b.set_time(sim.now)
+    b.bus_receive(a.cluster.header(), messages.YourJobs((rec,)), None)
+    sim._drain(1)
+    sim.pump()
+    assert len(b.jobs) == 0 and b.memory.used() == 0
+    assert [j.id for j in a.queues.get(b"q").jobs] == [rec.id]  # A has room: it keeps what it sent

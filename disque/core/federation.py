@@ -8,16 +8,36 @@ asked, when, and how many jobs are served is the *policy*'s decision (an
 algorithm); this module only executes it.  ``policy`` is None on a node
 that never federates.
 
+A node that takes no new copies (past 75% of ``maxmemory``, or leaving:
+REPLJOB's rule, :mod:`disque.core.memory`) neither asks for jobs nor keeps
+the new ones a YOURJOBS brings: it hands them back.  An at-least-once job
+still has its copy at the sender, which is asked to queue it again at once
+(ENQUEUE); an at-most-once job's record is its only copy, so the record
+goes back in a YOURJOBS.  The sender takes back, whatever its own memory,
+the at-most-once jobs it handed to that node in the last
+``RETURN_WINDOW_MS`` (it had their room a moment ago), so a refused job
+travels there and back, and is never lost.  (A return slower than that to
+a sender past the limit too goes back again, until one of them has room.)
+A node past the limit thus grows by no job of a peer's but its own.
+
 Invariants: a leaving node never imports jobs; a job moved away keeps its
 copy here (its requeue time protects it) unless it is at-most-once, which
-is then only on the wire or over there, never in two queues.
+is then only on the wire or over there, never in two queues; a node past
+the memory limit registers no job a peer hands it, except its own
+at-most-once jobs coming back.
 """
 
+from collections import OrderedDict
 from itertools import islice
 
 from .job import ACTIVE, F_DELIVERED
 from . import messages
 from .queue import PAUSED_OUT
+
+#: How long (ms) a node remembers the at-most-once jobs it handed to a
+#: peer, to take them back if the peer cannot (a bus round trip is enough;
+#: this allows for a slow peer).
+RETURN_WINDOW_MS = 10_000
 
 
 class Federation:
@@ -27,13 +47,21 @@ class Federation:
         self._jobs = node.jobs
         self._queues = node.queues
         self._cluster = node.cluster
+        # At-most-once jobs handed away in the last RETURN_WINDOW_MS, oldest
+        # first: job ID -> (the peer's ID, ms).
+        self._handed = OrderedDict()
+
+    def _full(self) -> bool:
+        """Whether this node takes no new copies: REPLJOB's rule."""
+        return self.node.memory.level > 0 or self._cluster.leaving
 
     def need_jobs(self, queue_name: bytes, reason: str) -> None:
         """A consumer found ``queue_name`` empty (``reason``: "waiting",
         "zero", "zero-blocked"): ask the policy whom to ask.  Leaving nodes
-        never federate in."""
+        never federate in, nor do nodes past the memory limit (they would
+        hand the jobs back)."""
         cluster = self._cluster
-        if self.policy is None or cluster.leaving or len(cluster.nodes) == 1:
+        if self.policy is None or len(cluster.nodes) == 1 or self._full():
             return
         q = self._queues.queue_for(queue_name)
         peers = cluster.active_peers()
@@ -45,7 +73,13 @@ class Federation:
                     cluster.send(node_id, msg)
 
     def cron(self) -> None:
-        """Clients still blocked: keep asking, at the policy's pace."""
+        """Clients still blocked: keep asking, at the policy's pace.  The
+        at-most-once jobs handed away long ago are forgotten."""
+        handed = self._handed
+        if handed:
+            oldest = self.node.now - RETURN_WINDOW_MS
+            while handed and next(iter(handed.values()))[1] < oldest:
+                handed.popitem(last=False)
         if self.policy is None:
             return
         seen = set()
@@ -83,8 +117,10 @@ class Federation:
             records.append(jobs.record(job))
             if job.retry == 0:
                 # At most once: from now on it is on the wire or over there,
-                # never here too.
+                # never here too (unless it comes back: on_yourjobs).
                 jobs.unregister(job)
+                self._handed.pop(job.id, None)
+                self._handed[job.id] = (sender, self.node.now)
             else:
                 jobs.update_awake(job)  # our copy stays, with its requeue time
         self._queues.maybe_idle(q)
@@ -92,13 +128,24 @@ class Federation:
             self._cluster.send(sender, messages.YourJobs(tuple(records)))
 
     def on_yourjobs(self, sender, msg) -> None:
+        """Queue the jobs ``sender`` hands over, as a move.  Past the memory
+        limit the ones not held here go back (see the module docstring)."""
         jobs = self._jobs
+        full = self._full()
         imported = 0
-        name = None
+        queue = None
+        back = []
         for rec in msg.jobs:
-            name = rec.queue
             job = jobs.get(rec.id)
+            taken_back = False
             if job is None:
+                taken_back = self._taken_back(rec.id, sender)
+                if full and not taken_back:
+                    if rec.retry:
+                        self._cluster.send(sender, messages.Enqueue(rec.id))  # its copy there: queued now
+                    else:
+                        back.append(rec)  # the only copy
+                    continue
                 job = jobs.from_record(rec, 1)
                 jobs.add(job)
                 jobs.log_added(job)
@@ -112,9 +159,22 @@ class Federation:
             if job.retry:
                 # postpone their requeue
                 self._cluster.send_to_copies(job, messages.Queued(job.id, messages.COUNT_NONE))
-            imported += 1
+            if not taken_back:  # (our own job back is no import: we still serve the queue)
+                queue = job.queue
+                imported += 1
+        if back:
+            self._cluster.send(sender, messages.YourJobs(tuple(back)))
         if imported and self.policy is not None:
-            self.policy.received(self._queues.queue_for(name), sender, imported, self.node.now)
+            self.policy.received(self._queues.queue_for(queue), sender, imported, self.node.now)
+
+    def _taken_back(self, job_id, sender) -> bool:
+        """Whether ``job_id`` is an at-most-once job this node handed to
+        ``sender`` in the last RETURN_WINDOW_MS (and now takes back)."""
+        handed = self._handed.get(job_id)
+        if handed is None or handed[0] != sender or self.node.now - handed[1] > RETURN_WINDOW_MS:
+            return False
+        del self._handed[job_id]
+        return True
 
     def handlers(self):
         return {messages.NeedJobs: self.on_needjobs, messages.YourJobs: self.on_yourjobs}
