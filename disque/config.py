@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 __all__ = ["Config", "ConfigError", "ConfigSetError", "SPECS", "split_args", "quote",
-           "parse_memory", "format_memory", "stringmatch"]
+           "parse_memory", "format_memory", "stringmatch", "SECRETS", "is_secret"]
 
 
 class ConfigError(Exception):
@@ -260,6 +260,28 @@ def _p_mem(spec, args, cur):
                  "a unit (k, kb, m, mb, g, gb)" % bounds) and v
 
 
+class Share(NamedTuple):
+    """A percentage of ``maxmemory`` (``maxmemory-clients 10%``, as Redis 7)."""
+    percent: int
+
+
+def _p_share(spec, args, cur):
+    """A number of bytes, or a percentage of maxmemory: ``10%``."""
+    text = args[0]
+    try:
+        if not text.endswith("%"):
+            return _p_mem(spec, args, cur)
+        _need(re.fullmatch("[0-9]{1,3}%", text) and int(text[:-1]) <= 100, "")
+        return Share(int(text[:-1]))
+    except _Bad:
+        raise _Bad("must be a number of bytes >= 0, optionally with a unit (k, kb, m, mb, g, gb), "
+                   "or a percentage of maxmemory (0%..100%)") from None
+
+
+def _show_share(v):
+    return "%d%%" % v.percent if isinstance(v, Share) else str(v)
+
+
 _CLIENT_CLASSES = ("normal",)
 
 
@@ -283,6 +305,11 @@ def _safe_word(text):
     return _enc(text) if re.fullmatch(r"[\w.:/%@+-]+", text) else quote(_enc(text))
 
 
+def _rule_word(text):
+    """An ACL rule as a config word: bare unless it must be quoted."""
+    return _enc(text) if re.fullmatch(r"[\w.:/%@+~#<>!*?|-]+", text) else quote(_enc(text))
+
+
 def _dump_obl(spec, v):
     return [(("%s %s %s %d" % (c, format_memory(h), format_memory(s), t)).encode(),
              (h, s, t) != spec.default.get(c, (0, 0, 0))) for c, (h, s, t) in v.items()]
@@ -291,6 +318,8 @@ def _dump_obl(spec, v):
 KINDS = {
     "int": Kind(1, "<integer>", _p_int, str, _one(lambda v: b"%d" % v)),
     "mem": Kind(1, "<bytes>", _p_mem, str, _one(lambda v: format_memory(v).encode())),
+    "share": Kind(1, "<bytes>|<percent>%", _p_share, _show_share, _one(lambda v: (
+        _show_share(v) if isinstance(v, Share) else format_memory(v)).encode())),
     "bool": Kind(1, "yes|no", lambda s, a, c: _need(a[0].lower() in ("yes", "no"), "must be "
                  "'yes' or 'no'") and a[0].lower() == "yes", _yesno, _one(lambda v: _yesno(v).encode())),
     "enum": Kind(1, "<choice>", lambda s, a, c: _need(a[0].lower() in s.choices, "must be one "
@@ -307,6 +336,9 @@ KINDS = {
                 lambda v: " ".join("%s %d %d %d" % (c, *lim) for c, lim in v.items()), _dump_obl),
     "pairs": Kind(2, "<command> <new name>", lambda s, a, c: c + [tuple(a)], repr,
                   lambda s, v: []),
+    # ACL users (disque/acl.py): one "user <name> <rule>..." line each.
+    "users": Kind(-1, "<name> [<rule> ...]", lambda s, a, c: _check_user(a) and c + [list(a)], repr,
+                  lambda s, v: [(b" ".join(map(_rule_word, words)), True) for words in v]),
     # Twisted endpoint strings, parsed when the node is built (no twisted here).
     "endpoints": Kind(-1, "<endpoint> [<endpoint> ...]", lambda s, a, c: _need(len(a) <= 16, "at most "
                       "16 endpoints are allowed") and list(a), " ".join,
@@ -315,6 +347,17 @@ KINDS = {
 
 
 # -- extra checks, and run-time (CONFIG SET) parsers that differ from the file's --
+
+def _check_user(words):
+    """A ``user`` line's name and rules must parse (disque.acl)."""
+    from .acl import AclError, parse_lines
+
+    try:
+        parse_lines([(0, [b"user"] + [_enc(w) for w in words])])
+    except AclError as e:
+        raise _Bad(str(e)) from None
+    return True
+
 
 def _dir_error(path):
     try:
@@ -446,8 +489,21 @@ SPECS = (
     # refuse to start, or start without them (their jobs come back from the
     # nodes holding copies).
     _S("aof-load-damaged", "enum", "refuse", True, original=False, choices=("refuse", "skip")),
+    # Who may connect and run DEBUG (disque/protection.py, docs/security.md),
+    # as Redis 7: protected mode, and DEBUG from local connections only.
+    _S("protected-mode", "bool", True, True, original=False),
+    _S("enable-debug-command", "enum", "local", original=False, choices=("no", "local", "yes")),
+    # Users and their permissions (disque/acl.py, docs/security.md): "user"
+    # lines or an aclfile (relative to dir), never both.
+    _S("user", "users", [], get=False, original=False),
+    _S("aclfile", "str", "", original=False, nullable=True),
+    _S("acllog-max-len", "int", 128, True, original=False, lo=0, hi=_I32),
     _S("cluster-password", "str", "", True, original=False, nullable=True,
        check=lambda t: _need(len(_enc(t)) <= 512, "must be at most 512 bytes long")),
+    # A bus reachable beyond loopback needs cluster-password or tls-cluster,
+    # unless this says anyone who can reach it may be a member
+    # (disque.listeners.open_bus_refusal, docs/security.md).
+    _S("cluster-trusted-network", "bool", False, original=False),
     # TLS (disque/tls.py, docs/security.md), in Redis' words; CONFIG SET of
     # the settable ones reloads the certificates for new connections.
     # The HTTP side (disque/http/, docs/observability.md): off while
@@ -463,6 +519,9 @@ SPECS = (
     _S("tls-ca-cert-file", "str", "", True, original=False, nullable=True),
     _S("tls-ca-cert-dir", "str", "", True, original=False, nullable=True),
     _S("tls-auth-clients", "enum", "yes", True, original=False, choices=("yes", "no", "optional")),
+    # A TLS client certificate's CN names the user the client runs as
+    # (Redis 8's directive; "cn" or "off").
+    _S("tls-auth-clients-user", "enum", "off", True, original=False, choices=("off", "cn")),
     _S("tls-cluster", "bool", False, original=False),
     _S("tls-protocols", "str", "", True, original=False, nullable=True,
        check=lambda t: tls_protocol_range(t) and True),
@@ -472,6 +531,8 @@ SPECS = (
     # bulk limits of Redis 4, the bus send buffer limit of Redis 7.  A bulk
     # must fit a bus frame (disque.bus.protocol.MAX_FRAME): 512 MB at most.
     _S("client-query-buffer-limit", "mem", 1024 ** 3, True, original=False, lo=1024 ** 2),
+    # Redis 7: what all clients together may hold (disque/client_memory.py).
+    _S("maxmemory-clients", "share", 0, True, original=False, lo=0),
     _S("proto-max-bulk-len", "mem", 512 * 1024 ** 2, True, original=False, lo=1024 ** 2,
        hi=512 * 1024 ** 2),
     _S("cluster-link-sendbuf-limit", "mem", 256 * 1024 ** 2, True, original=False, lo=0),
@@ -483,6 +544,16 @@ SPECS = (
     _S("rename-command", "pairs", [], get=False, rewrite=False),
 )
 _BY_NAME = {s.name: s for s in SPECS}
+#: Directives whose values are secrets: MONITOR, the slow log and the audit
+#: lines never show them (disque.commands.redact).  Every directive whose
+#: name says "pass" must be here (tests/test_access.py checks).
+SECRETS = frozenset(("requirepass", "cluster-password"))
+
+
+def is_secret(name: bytes) -> bool:
+    """Whether the directive ``name`` (any case) holds a secret."""
+    return _dec(name.lower()) in SECRETS
+
 _SIGNATURE = b"# Generated by CONFIG REWRITE"
 _MAX_INCLUDE_DEPTH = 16
 
@@ -606,6 +677,12 @@ class Config:
                 self._apply(name, args, None, 0)
             except _Problem as e:
                 raise ConfigError("command-line option '%s': %s" % (option, e)) from None
+
+    def store(self, name: str, value) -> None:
+        """Store the value of a directive whose state another component
+        owns and keeps (the ``user`` lines, from the ACL), so CONFIG
+        REWRITE writes it; no applier is called."""
+        self._values[name] = _copy(value)
 
     # -- CONFIG GET / SET --
 

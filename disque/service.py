@@ -14,6 +14,7 @@ application::
     DisqueNodeService(Config.defaults()).setServiceParent(application)
 """
 
+import math
 import os
 import platform
 import re
@@ -29,6 +30,7 @@ from zope.interface import implementer
 
 from . import DISQUE_VERSION
 from .commands import dispatch_loading, dispatch_misconf, load as load_commands
+from .commands.audit import audit
 from .commands.context import Context
 from .bus import auth as bus_auth, wire
 from .bus.links import BUS_PORT_OFFSET, Links
@@ -38,19 +40,20 @@ from .core import messages
 from .core.effects import execute
 from .core.node import NodeState
 from .config import ConfigSetError
-from .failed_auth import FailedAuth
+from .failed_auth import BLOCK_AFTER, BLOCK_SECONDS, FailedAuth, Throttle, client_source
 from .heap import heap_freezer
 from .idle import IdleClients
 from .interfaces import IFederationPolicyFactory, IHTTPFrontendFactory, INodeRuntime, IPersistenceFactory, LoadError
 from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptions, client_descriptions,
-                        listening_port, server_endpoint, tls_descriptions)
+                        listening_port, open_bus_refusal, server_endpoint, tls_descriptions)
+from .log_limit import LogLimit
 from .logs import logger, node_log
 from .persistence import files
 from .persistence.files import atomic_write, remove_stale_temps
 from .plugins import make_strategy
 from .tls import RELOADABLE, TLSContexts, TLSError, TLSServerEndpoint, enabled as tls_enabled
 from .resp.protocol import RespFactory
-from .resp.reply import one_line
+from .resp.reply import ReplySlot, one_line
 from .watchdog import Watchdog
 
 log = logger("disque")
@@ -139,6 +142,8 @@ class NodeRuntime:
         self._wake_at = None
         self.shutting_down = False
         self.failed_auth = FailedAuth(reactor.seconds, log)
+        self.notice_limit = LogLimit(reactor.seconds)  # the core's notices with a key: a line a minute per key
+        self.auth_throttle = Throttle(reactor.seconds)
         self.bus_nonces = bus_auth.Nonces()
 
     def _follow_config(self):
@@ -207,7 +212,13 @@ class NodeRuntime:
             self.links.drop(effect.node_id)
 
     def on_notice(self, effect):
-        log.info("{text}", text=effect.text)
+        if effect.key is None:
+            log.info("{text}", text=effect.text)
+            return
+        folded = self.notice_limit.admit(effect.key)
+        if folded is not None:
+            log.info("{text}{more}", text=effect.text,
+                     more=" (%d more like it not logged in the last minute)" % folded if folded else "")
 
     def on_rekey(self, effect):
         if self.links is not None:
@@ -332,8 +343,13 @@ class NodeRuntime:
         if not self._bus_batch:
             self.after_batch()
 
+    def bus_member(self, node_id):
+        """Whether ``node_id`` is a member of the cluster (the bus protocol
+        then takes its connection as that member's)."""
+        return self.node.cluster.is_member(node_id)
+
     def bus_inbound(self, protocol):
-        """A connection to our bus port said which node it comes from."""
+        """A connection to our bus port carries the frames of a member."""
         if self.links is not None:
             self.links.inbound_from(protocol, protocol.sender)
 
@@ -354,9 +370,68 @@ class NodeRuntime:
         self.ctx.stats.bus_auth_failures += 1
         self.failed_auth.record("bus", source, reason)
 
+    # Failed client authentications (disque.failed_auth), by source address:
+    # AUTH through the hooks below, the HTTP side's passwords directly.
+
+    def auth_refusal(self, source):
+        """None if ``source`` may try a password, else the error reply
+        refusing it (counted): it failed too often lately."""
+        seconds = self.auth_throttle.refused_for(source)
+        if not seconds:
+            return None
+        self.ctx.stats.auth_refused += 1
+        return b"-ERR too many failed authentication attempts from %s: retry in %d seconds\r\n" % (
+            one_line(source.encode(errors="replace")), math.ceil(seconds))
+
     def client_auth_failed(self, source):
-        self.ctx.stats.auth_failures += 1
+        """A wrong password from ``source``: counted, logged (once a minute
+        per source); return how many seconds its answer must wait (0.0:
+        none)."""
+        stats = self.ctx.stats
+        stats.auth_failures += 1
         self.failed_auth.record("client", source, "invalid password")
+        delay, blocked = self.auth_throttle.failed(source)
+        if delay:
+            stats.auth_delayed += 1
+        if blocked:
+            log.warn("Refusing authentication from {source} for {seconds:.0f} seconds: {n} failures within "
+                     "a minute", source=source, seconds=BLOCK_SECONDS, n=BLOCK_AFTER)
+        return delay
+
+    def client_auth_succeeded(self, source):
+        self.auth_throttle.succeeded(source)
+
+    # AUTH's hooks (disque.commands.server.auth): whether a source may try
+    # at all, and what a failure or a success does.
+
+    def auth_gate(self, client):
+        """None, or the reply refusing ``client``'s AUTH without looking at
+        the password."""
+        return self.auth_refusal(client_source(client))
+
+    def auth_failed(self, client, reply):
+        """A wrong AUTH: counted and logged; returns ``reply``, or a
+        ReplySlot that delivers it later (the client's source failed too
+        often in a row: the requests behind it run, their replies wait)."""
+        delay = self.client_auth_failed(client_source(client))
+        if not delay:
+            return reply
+        slot = ReplySlot(client.conn)
+        self.reactor.callLater(delay, self._late_reply, slot, reply)
+        return slot
+
+    def _late_reply(self, slot, reply):
+        self.set_time()
+        slot.deliver(reply)
+        self.after_batch()
+
+    def auth_succeeded(self, client):
+        """A right AUTH: its source starts afresh."""
+        self.client_auth_succeeded(client_source(client))
+
+    def audit(self, client, text):
+        """An audit line: who (user, address) changed what."""
+        audit(self.ctx, client, text)
 
     def bus_link_up(self, node_id):
         self.set_time()
@@ -601,6 +676,7 @@ class DisqueNodeService(MultiService):
         # The first client listener's port is the one the node advertises.
         client_endpoints = tls_endpoints + client_endpoints if tls_cluster else client_endpoints + tls_endpoints
         bus_endpoints = [(server_endpoint(reactor, "cluster-listen", d), d) for d in config["cluster-listen"]]
+        self._forget.append(config.on_change("cluster-password", self._closed_bus))  # before anything loads
         nodes_path = os.path.join(config["dir"], config["cluster-config-file"])
         for path in remove_stale_temps(files.OS, nodes_path):
             log.info("Removed {path}, left by a save the node did not finish", path=path)
@@ -734,6 +810,13 @@ class DisqueNodeService(MultiService):
             raise ValueError("the cluster bus listens on the client port + 10000, and no client listener "
                              "has a port: set cluster-listen")
         return bus_descriptions(self.config, self.listening_port)[index]
+
+    def _closed_bus(self, password):
+        """``cluster-password``, at start-up and at each CONFIG SET: a bus
+        reachable beyond loopback is not left open (listeners.open_bus_refusal)."""
+        refusal = open_bus_refusal(self.config, password)
+        if refusal is not None:
+            raise ConfigSetError(refusal.encode())
 
     def _tls_reloader(self):
         """An applier that rebuilds the TLS contexts at CONFIG SET (not at

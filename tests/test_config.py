@@ -375,7 +375,8 @@ def test_settable_parameters_are_those_of_the_original():
     # and the TLS directives whose CONFIG SET reloads the certificates (disque.tls.RELOADABLE)
     assert {s.name for s in SPECS if s.settable and not s.original} == {
         "dedup-window", "max-deliveries", "output-flush", "cluster-password", "client-query-buffer-limit", "proto-max-bulk-len",
-        "cluster-link-sendbuf-limit", "metrics-max-queues", "aof-load-damaged"} | {
+        "cluster-link-sendbuf-limit", "metrics-max-queues", "aof-load-damaged", "acllog-max-len", "protected-mode",
+            "tls-auth-clients-user"} | {
         "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-ca-cert-dir", "tls-auth-clients", "tls-protocols",
         "tls-ciphers", "tls-ciphersuites"}
 

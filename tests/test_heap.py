@@ -31,7 +31,7 @@ NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Conf
                  # the node's parts (disque.core.node), each pointing back at it
                  "Jobs", "Queues", "Memory", "Federation", "AddJob", "GetJob", "Requeue", "Acks", "DeadLetters",
                  "Latency", "Histogram",  # the node's latency histograms (three, made with it)
-                 "FailedAuth", "Nonces"}  # the runtime's authentication records
+                 "FailedAuth", "Throttle", "Nonces"}  # the runtime's authentication records
 
 
 def _workload(runtime, clock):

@@ -23,7 +23,7 @@ from support import Client
 
 #: Paths of the files make_pki writes (each a str); ``*_key`` the keys.
 PKI = namedtuple("PKI", "dir ca ca_key node node_key node2 node2_key client client_key "
-                        "other_ca intruder intruder_key")
+                        "other_ca intruder intruder_key tenant tenant_key")
 
 
 def _name(cn):
@@ -72,7 +72,8 @@ def _leaf(cn, ca_cert, ca_key):
 
 
 def make_pki(directory) -> PKI:
-    """Write the CA, two node certificates, a client certificate and an
+    """Write the CA, two node certificates, a client certificate, a
+    tenant's client certificate (CN ``tenant-a``, a user name) and an
     intruder (signed by another CA) into ``directory``."""
     directory = str(directory)
     os.makedirs(directory, exist_ok=True)
@@ -89,6 +90,7 @@ def make_pki(directory) -> PKI:
     save("ca", ca_cert, ca_key)
     for stem in ("node", "node2", "client"):
         save(stem, *_leaf("disque " + stem, ca_cert, ca_key))
+    save("tenant", *_leaf("tenant-a", ca_cert, ca_key))  # a client whose CN names a user
     other_cert, other_key = _ca("another CA")
     save("other_ca", other_cert, None)
     save("intruder", *_leaf("intruder", other_cert, other_key))

@@ -19,6 +19,7 @@ import time
 from ..config import ConfigError
 from ..core.errors import CommandError
 from ..resp.reply import one_line
+from .redact import redacted
 
 
 
@@ -28,11 +29,12 @@ class Command:
     when ``requirepass`` is set."""
 
     __slots__ = ("name", "arity", "flags", "handler", "calls", "usec", "denyoom", "loading", "before_auth",
-                 "misconf")
+                 "misconf", "shown_arity")
 
-    def __init__(self, name, arity, flags, handler, before_auth=False):
+    def __init__(self, name, arity, flags, handler, before_auth=False, shown_arity=None):
         self.name = name
         self.arity = arity
+        self.shown_arity = arity if shown_arity is None else shown_arity  # COMMAND's, the original's
         self.flags = flags
         self.denyoom = b"denyoom" in flags
         self.loading = b"loading" in flags  # runs while the AOF loads (dispatch_loading)
@@ -55,12 +57,15 @@ ORDER = (
 )
 
 
-def command(name: str, arity: int, flags: str, before_auth: bool = False):
-    """Decorator registering a handler (see :class:`Command`)."""
+def command(name: str, arity: int, flags: str, before_auth: bool = False, shown_arity=None):
+    """Decorator registering a handler (see :class:`Command`); ``shown_arity``
+    is the arity COMMAND shows, when the original's differs (AUTH takes a
+    user name too, as in Redis 6)."""
 
     def register(handler):
         key = name.encode()
-        TABLE[key] = Command(key, arity, tuple(f.encode() for f in flags.split()), handler, before_auth)
+        TABLE[key] = Command(key, arity, tuple(f.encode() for f in flags.split()), handler, before_auth,
+                             shown_arity)
         return handler
 
     return register
@@ -102,12 +107,16 @@ def dispatch(ctx, client, argv) -> bytes:
     n = len(argv)
     if (arity > 0 and arity != n) or n < -arity:
         return b"-ERR wrong number of arguments for '" + cmd.name + b"' command\r\n"
-    if not client.authenticated and not cmd.before_auth and ctx.config["requirepass"]:
+    if not client.authenticated and not cmd.before_auth and ctx.acl.auth_required:
         return NOAUTH  # (no password any more, e.g. CONFIG SET requirepass "": nobody is locked out)
+    if not client.user.unrestricted and not cmd.before_auth:
+        refused = refusal(ctx, client, cmd, argv)
+        if refused is not None:
+            return refused
     if cmd.denyoom and ctx.node.memory.level >= 3:
         return OOM
     if ctx.monitors:
-        feed_monitors(ctx, client, argv)
+        feed_monitors(ctx, client, argv, cmd.name)
     client.last_cmd = cmd.name
     start = time.perf_counter()
     try:
@@ -124,11 +133,30 @@ def dispatch(ctx, client, argv) -> bytes:
     cmd.usec += usec
     ctx.stats.commands += 1
     if usec >= ctx.slowlog_threshold >= 0:
-        ctx.slowlog.add(ctx.node.now // 1000, usec, argv, ctx.config["slowlog-max-len"])
+        ctx.slowlog.add(ctx.node.now // 1000, usec, redacted(cmd.name, argv), ctx.config["slowlog-max-len"])
     if ctx.latency_threshold and usec // 1000 >= ctx.latency_threshold:
         ctx.latency.add(b"fast-command" if b"fast" in cmd.flags else b"command", ctx.node.now // 1000,
                         usec // 1000)
     return result
+
+
+def refusal(ctx, client, cmd, argv):
+    """The -NOPERM reply if ``client``'s user may not run ``argv``
+    (disque.acl: its categories, its queues), recorded in ACL LOG; else
+    None.  Commands that run before AUTH (AUTH itself) are never refused."""
+    denied = client.user.denial(cmd.name, argv, ctx.node.jobs)
+    if denied is None:
+        return None
+    reason, obj, reply = denied
+    ctx.acl.record(reason, obj, client.user.name, client_info(ctx, client))
+    return reply
+
+
+def client_info(ctx, client) -> bytes:
+    """The client as CLIENT LIST shows it (for ACL LOG)."""
+    from .server import client_line
+
+    return client_line(ctx, client, ctx.node.now // 1000).rstrip(b"\n")
 
 
 LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
@@ -140,7 +168,7 @@ def _gated(ctx, client, argv, exempt):
     refusal applies; :data:`NOAUTH` if its client must authenticate first;
     None if :func:`dispatch` must run it as always (unknown, wrong number
     of arguments: the errors that come first in the original; or
-    ``exempt(cmd)``)."""
+    ``exempt(cmd)``); the -NOPERM reply if its user may not run it."""
     cmd = ctx.commands.get(argv[0].lower())
     if cmd is None or exempt(cmd):
         return None
@@ -148,8 +176,12 @@ def _gated(ctx, client, argv, exempt):
     n = len(argv)
     if (arity > 0 and arity != n) or n < -arity:
         return None
-    if not client.authenticated and not cmd.before_auth and ctx.config["requirepass"]:
+    if not client.authenticated and not cmd.before_auth and ctx.acl.auth_required:
         return NOAUTH
+    if not client.user.unrestricted and not cmd.before_auth:
+        refused = refusal(ctx, client, cmd, argv)
+        if refused is not None:
+            return refused
     return cmd
 
 
@@ -170,7 +202,7 @@ def dispatch_loading(ctx, client, argv) -> bytes:
     cmd = _gated(ctx, client, argv, _runs_while_loading)
     if cmd is None:
         return dispatch(ctx, client, argv)
-    return NOAUTH if cmd is NOAUTH else LOADING
+    return cmd if isinstance(cmd, bytes) else LOADING
 
 
 def dispatch_misconf(ctx, client, argv) -> bytes:
@@ -183,20 +215,27 @@ def dispatch_misconf(ctx, client, argv) -> bytes:
     cmd = _gated(ctx, client, argv, _runs_while_misconf)
     if cmd is None:
         return dispatch(ctx, client, argv)
-    if cmd is NOAUTH:
-        return NOAUTH
+    if isinstance(cmd, bytes):  # -NOAUTH, -NOPERM
+        return cmd
     if cmd.denyoom and ctx.node.memory.level >= 3:
         return OOM
     return ctx.runtime.misconf
 
 
-def feed_monitors(ctx, client, argv) -> None:
+def feed_monitors(ctx, client, argv, name) -> None:
+    """A MONITOR line for ``argv`` (the command ``name`` of the table) to
+    every monitor but ``client``, secrets redacted (:mod:`.redact`)."""
     now = ctx.runtime.now_us()
-    args = b" ".join(b'"' + _repr(a) + b'"' for a in argv)
+    args = quoted(redacted(name, argv))
     line = b"+%d.%06d [%s] %s\r\n" % (now // 1_000_000, now % 1_000_000, client.addr, args)
     for m in list(ctx.monitors):
         if m is not client:
             m.conn.deliver(line)
+
+
+def quoted(argv) -> bytes:
+    """Arguments as MONITOR shows them: each quoted, escaped."""
+    return b" ".join(b'"' + _repr(a) + b'"' for a in argv)
 
 
 def _repr(arg: bytes) -> bytes:
@@ -221,6 +260,6 @@ def load():
     """Import the handler modules (each registers its commands in
     ``TABLE``) and return :func:`dispatch`.  The service calls it when it
     builds a node; importing this package alone registers nothing."""
-    from . import jobs, queues, server  # noqa: F401
+    from . import acl, jobs, queues, server  # noqa: F401
 
     return dispatch

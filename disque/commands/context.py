@@ -9,6 +9,7 @@ tests build a real one on a ``task.Clock``).
 
 from collections import deque
 
+from ..acl_config import acl_from_config
 from ..resp.reply import REPLY_ON
 
 
@@ -21,7 +22,7 @@ class ClientState:
 
     __slots__ = (
         "id", "addr", "laddr", "conn", "name", "ctime", "atime", "last_cmd",
-        "authenticated", "reply_mode", "monitor", "qbuf", "lib_name", "lib_ver",
+        "authenticated", "reply_mode", "monitor", "qbuf", "lib_name", "lib_ver", "user", "local",
     )
 
     def __init__(self, client_id: int, addr: bytes, conn, now_s: int, laddr: bytes = b""):
@@ -34,18 +35,20 @@ class ClientState:
         self.atime = now_s
         self.last_cmd = b"NULL"
         self.authenticated = False
+        self.user = None  # the disque.acl.User it runs commands as (Context.new_client)
         self.reply_mode = REPLY_ON
         self.monitor = False
         self.qbuf = 0
         self.lib_name = b""
         self.lib_ver = b""
+        self.local = False  # connected from loopback or a Unix socket (disque.protection.is_local)
 
 
 class Stats:
     """Counters reported by INFO stats; reset by CONFIG RESETSTAT."""
 
-    __slots__ = ("connections", "commands", "net_in", "net_out", "rejected", "auth_failures", "bus_auth_failures",
-                 "ops_samples", "last_sample")
+    __slots__ = ("connections", "commands", "net_in", "net_out", "rejected", "auth_failures", "auth_delayed",
+                 "auth_refused", "bus_auth_failures", "ops_samples", "last_sample")
 
     def __init__(self):
         self.reset()
@@ -57,6 +60,8 @@ class Stats:
         self.net_out = 0
         self.rejected = 0
         self.auth_failures = 0  # wrong AUTH passwords (disque.failed_auth)
+        self.auth_delayed = 0  # of which answered late (disque.failed_auth.Throttle)
+        self.auth_refused = 0  # AUTHs refused unread: their source failed too often
         self.bus_auth_failures = 0  # failed cluster-password handshakes
         # (ms, commands, net_in, net_out) samples for instantaneous rates.
         self.ops_samples = deque(maxlen=16)
@@ -154,6 +159,7 @@ class Context:
         self.config = config
         self.runtime = runtime
         self.commands = renamed_table(config["rename-command"])
+        self.acl = acl_from_config(config, runtime.reactor.seconds if runtime is not None else None)
         self.clients = {}  # id -> ClientState
         self.stats = Stats()
         self.slowlog = SlowLog()
@@ -175,7 +181,8 @@ class Context:
         self.next_client_id += 1
         self.clients[client.id] = client
         self.stats.connections += 1
-        if not self.config["requirepass"]:
+        client.user = self.acl.default
+        if not self.acl.auth_required:
             client.authenticated = True
         return client
 

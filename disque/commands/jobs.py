@@ -290,11 +290,13 @@ def jscan(ctx, client, argv):
 
     cursor, count, busyloop = scan_options(argv, extra)
     q = queue[0]
+    user = client.user
+    mine = user.may_queue if not user.all_queues else None  # a tenant sees its queues' jobs only
 
     def match(job):
         # Dummy ACKs (no known copy) are not jobs a client cares about.
         return bool(job.delivered) and (q is None or job.queue == q) and \
-            (not states or job.state in states)
+            (not states or job.state in states) and (mine is None or mine(job.queue))
 
     cursor, jobs = ctx.node.jobs.table.scan(cursor, count, match, busyloop)
     if reply_all[0]:

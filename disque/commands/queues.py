@@ -139,8 +139,12 @@ def qscan(ctx, client, argv):
     maxlen = filters.get(b"maxlen")
     rate = filters.get(b"importrate")
     now = ctx.node.now
+    user = client.user
+    mine = user.may_queue if not user.all_queues else None  # a tenant sees its own queues only
 
     def match(q):
+        if mine is not None and not mine(q.name):
+            return False
         n = len(q.jobs)
         if minlen is not None and n < minlen:
             return False

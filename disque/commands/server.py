@@ -6,7 +6,9 @@ import re
 from .. import DISQUE_VERSION
 from ..config import ConfigSetError
 from ..resp import reply
-from . import ORDER, TABLE, command
+from ..protection import DEBUG_NOT_ALLOWED, debug_allowed
+from . import ORDER, TABLE, client_info, command
+from .audit import audit_command
 from .args import parse_int_or_error, parse_ll
 from .jobs import SYNTAX
 
@@ -133,7 +135,8 @@ def info_stats(ctx):
         ("instantaneous_ops_per_sec", ops), ("total_net_input_bytes", s.net_in),
         ("total_net_output_bytes", s.net_out), ("instantaneous_input_kbps", kin),
         ("instantaneous_output_kbps", kout), ("rejected_connections", s.rejected),
-        ("latest_fork_usec", 0), ("auth_failures", s.auth_failures), ("bus_auth_failures", s.bus_auth_failures),
+        ("latest_fork_usec", 0), ("auth_failures", s.auth_failures), ("auth_delayed", s.auth_delayed),
+        ("auth_refused", s.auth_refused), ("bus_auth_failures", s.bus_auth_failures),
     ])
 
 
@@ -186,7 +189,7 @@ def info(ctx, client, argv):
 
 def command_entry(cmd) -> bytes:
     flags = b"*%d\r\n" % len(cmd.flags) + b"".join(b"+" + f + b"\r\n" for f in cmd.flags)
-    return b"*6\r\n" + reply.bulk(cmd.name) + reply.integer(cmd.arity) + flags + b":0\r\n:0\r\n:0\r\n"
+    return b"*6\r\n" + reply.bulk(cmd.name) + reply.integer(cmd.shown_arity) + flags + b":0\r\n:0\r\n:0\r\n"
 
 
 E_SUBCOMMAND = b"-ERR Unknown subcommand or wrong number of arguments.\r\n"
@@ -227,6 +230,7 @@ def config(ctx, client, argv):
             if argc != 4:
                 return reply.err(b"Wrong number of arguments for CONFIG SET")
             ctx.config.set(argv[2], argv[3])
+            audit_command(ctx, client, b"config", argv)
             return reply.OK
         if sub == b"resetstat":
             if argc != 2:
@@ -234,11 +238,13 @@ def config(ctx, client, argv):
             ctx.stats.reset()
             for cmd in TABLE.values():
                 cmd.calls = cmd.usec = 0
+            audit_command(ctx, client, b"config", argv)
             return reply.OK
         if sub == b"rewrite":
             if argc != 2:
                 return reply.err(b"Wrong number of arguments for CONFIG REWRITE")
             ctx.config.rewrite()
+            audit_command(ctx, client, b"config", argv)
             return reply.OK
     except ConfigSetError as e:
         return reply.err(e.args[0])
@@ -275,7 +281,9 @@ def client_(ctx, client, argv):
         client.name = argv[2]
         return reply.OK
     if sub == b"kill" and argc >= 3:
-        return client_kill(ctx, client, argv)
+        result = client_kill(ctx, client, argv)
+        audit_command(ctx, client, b"client", argv, "answered " + result.decode(errors="replace").strip())
+        return result
     if sub == b"pause" and argc == 3:
         n = parse_ll(argv[2])
         if n is None or n < 0:
@@ -349,23 +357,37 @@ def client_kill(ctx, client, argv):
 # AUTH, MONITOR, SHUTDOWN, BGREWRITEAOF, SLOWLOG, LATENCY, DEBUG
 # ----------------------------------------------------------------------
 
-@command("auth", 2, "readonly loading fast", before_auth=True)
+@command("auth", -2, "readonly loading fast", before_auth=True, shown_arity=2)
 def auth(ctx, client, argv):
-    password = ctx.config["requirepass"]
-    if not password:
-        return reply.err(b"Client sent AUTH, but no password is set")
-    if _constant_time_equal(argv[1], password.encode() if isinstance(password, str) else password):
+    """AUTH password (the default user, as the original) or AUTH username
+    password (Redis 6).  A failed AUTH leaves the client unauthenticated,
+    as the original does."""
+    if len(argv) > 3:
+        raise SYNTAX
+    acl = ctx.acl
+    if len(argv) == 2:
+        if acl.default_nopass:
+            return reply.err(b"Client sent AUTH, but no password is set")
+        name, password, wrong = DEFAULT_USER, argv[1], WRONG_PASSWORD
+    else:
+        name, password, wrong = argv[1], argv[2], WRONGPASS
+    refused = ctx.runtime.auth_gate(client)
+    if refused is not None:
+        return refused
+    user = acl.authenticate(name, password)
+    if user is not None:
         client.authenticated = True
+        client.user = user
+        ctx.runtime.auth_succeeded(client)
         return reply.OK
     client.authenticated = False
-    ctx.runtime.client_auth_failed(client.addr.rpartition(b":")[0].decode(errors="replace"))
-    return reply.err(b"invalid password")
+    acl.record(b"auth", b"AUTH", name, client_info(ctx, client))
+    return ctx.runtime.auth_failed(client, wrong)
 
 
-def _constant_time_equal(a: bytes, b: bytes) -> bool:
-    import hmac
-
-    return hmac.compare_digest(a, b)
+DEFAULT_USER = b"default"
+WRONG_PASSWORD = b"-ERR invalid password\r\n"
+WRONGPASS = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
 
 
 @command("monitor", 1, "readonly admin")
@@ -383,6 +405,7 @@ def shutdown(ctx, client, argv):
     mode = argv[1].lower() if len(argv) == 2 else b""
     if mode not in (b"", b"save", b"nosave", b"rewrite-aof"):
         raise SYNTAX
+    audit_command(ctx, client, b"shutdown", argv)
     error = ctx.runtime.shutdown(mode.decode())
     if error:
         return reply.err(error)
@@ -393,6 +416,7 @@ def shutdown(ctx, client, argv):
 
 @command("bgrewriteaof", 1, "readonly admin")
 def bgrewriteaof(ctx, client, argv):
+    audit_command(ctx, client, b"bgrewriteaof", argv)
     return ctx.runtime.bgrewriteaof()
 
 
@@ -485,6 +509,13 @@ def _debug_error(sub):
 
 @command("debug", -2, "admin")
 def debug(ctx, client, argv):
+    """DEBUG, where ``enable-debug-command`` allows it (:mod:`disque.protection`);
+    every call is audited, refused ones too."""
+    if not debug_allowed(ctx, client):
+        audit_command(ctx, client, b"debug", argv, "refused: enable-debug-command is %s"
+                      % ctx.config["enable-debug-command"])
+        return DEBUG_NOT_ALLOWED
+    audit_command(ctx, client, b"debug", argv)
     sub = argv[1].lower()
     argc = len(argv)
     if sub == b"flushall" and argc == 2:
@@ -567,6 +598,7 @@ def cluster(ctx, client, argv):
             return reply.err(b"I tried hard but I can't forget myself...")
         if not node.cluster.forget(target, node.now):
             return reply.err(b"Unknown node " + target)
+        audit_command(ctx, client, b"cluster", argv)
         return reply.OK
     if sub == b"meet" and argc == 4:
         port = parse_ll(argv[3])
@@ -575,12 +607,14 @@ def cluster(ctx, client, argv):
         if not _valid_ip(argv[2]) or not 0 < port <= 65535 - 10000:
             return reply.err(b"Invalid node address specified: " + argv[2] + b":" + argv[3])
         node.cluster.meet(_normal_ip(argv[2]), port, node.now, explicit=True)
+        audit_command(ctx, client, b"cluster", argv)
         return reply.OK
     if sub == b"reset" and argc == 3:
         how = argv[2].lower()
         if how not in (b"hard", b"soft"):
             raise SYNTAX
         node.cluster_reset(how == b"hard")
+        audit_command(ctx, client, b"cluster", argv)
         return reply.OK
     if sub == b"saveconfig" and argc == 2:
         error = ctx.runtime.save_nodes()

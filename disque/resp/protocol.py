@@ -38,7 +38,9 @@ invalid bulk length``).
 Connection policies read their directive when they apply, so CONFIG SET
 takes effect for the next connection (``maxclients``, ``tcp-keepalive``) or
 the next write (``client-output-buffer-limit``): ``maxclients`` refuses a
-connection beyond the limit, ``tcp-keepalive N`` turns on TCP keepalives
+connection beyond the limit, ``protected-mode`` one that is not local while
+the default user has no password (:mod:`disque.protection`: ``-DENIED``,
+checked here once, never per request), ``tcp-keepalive N`` turns on TCP keepalives
 (first probe after N s idle, then every N/3 s, 3 probes: the original's
 settings), and :meth:`RespProtocol.idle` is what ``timeout`` asks
 (:mod:`disque.idle`).
@@ -55,6 +57,7 @@ from zope.interface import implementer
 
 from ..logs import logger
 from ..output import BatchOutput, write_now
+from ..protection import DENIED, is_local, protected
 from .codec import ARG_OVERHEAD, ProtocolError, RequestParser
 from .reply import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
 
@@ -95,6 +98,7 @@ class RespProtocol(BatchOutput, Protocol):
     over_soft_since = None  # node time (ms) the backlog went above the soft limit
     queued = 0  # request_size(self.pending)
     held_back = False  # a batch stopped at BATCH_OUTPUT: self.pending goes on once written
+    cert_user_pending = False  # tls-auth-clients-user cn: the certificate names the user (first read)
     _go_on_call = None
 
     def __init__(self, runtime):
@@ -114,18 +118,37 @@ class RespProtocol(BatchOutput, Protocol):
             self.transport.loseConnection()
             self.closing = True
             return
+        peer = self.transport.getPeer()
+        local = is_local(peer)
+        if not local and protected(ctx):
+            self._deny(peer)
+            return
         if hasattr(self.transport, "setTcpNoDelay"):
             self.transport.setTcpNoDelay(True)  # as Redis: replies go out at once
             keepalive = ctx.config["tcp-keepalive"]
             if keepalive:
                 set_keepalive(self.transport, keepalive)
-        peer = self.transport.getPeer()
         host = self.transport.getHost()
         addr = b"%s:%d" % (getattr(peer, "host", "?").encode(), getattr(peer, "port", 0))
         laddr = b"%s:%d" % (getattr(host, "host", "?").encode(), getattr(host, "port", 0))
         runtime.set_time()
         self.client = ctx.new_client(addr, self, laddr)
+        self.client.local = local
+        self.cert_user_pending = ctx.config["tls-auth-clients-user"] == "cn" and \
+            hasattr(self.transport, "getPeerCertificate")
         self.transport.registerProducer(self, True)
+
+    def _deny(self, peer):
+        """Protected mode: tell the client why, close (as the original
+        refuses a client beyond maxclients: counted, never a client)."""
+        stats = self.runtime.ctx.stats
+        stats.connections += 1
+        stats.rejected += 1
+        self.runtime.failed_auth.denied(getattr(peer, "host", "?"), "protected mode is enabled and no password "
+                                        "is set for the default user")
+        self.transport.write(DENIED)
+        self.transport.loseConnection()
+        self.closing = True
 
     # IPushProducer: the transport's buffer is full / has drained.
 
@@ -164,6 +187,8 @@ class RespProtocol(BatchOutput, Protocol):
         runtime = self.runtime
         runtime.ctx.stats.net_in += len(data)
         parser = self.parser
+        if self.cert_user_pending:
+            self._user_from_certificate()
         if not self.client.authenticated or parser.preauth:
             self._follow_auth()
         commands, error = self._parse(data)
@@ -209,9 +234,28 @@ class RespProtocol(BatchOutput, Protocol):
     def _follow_auth(self):
         """The parser applies Redis' limits for clients that have not
         authenticated (disque.resp.codec) exactly while this one must."""
-        want = not self.client.authenticated and bool(self.runtime.config["requirepass"])
+        want = not self.client.authenticated and self.runtime.ctx.acl.auth_required
         if self.parser.preauth != want:
             self.parser.set_preauth(want)
+
+    def _user_from_certificate(self):
+        """``tls-auth-clients-user cn``: a TLS client whose certificate's
+        CN names an enabled user runs as that user, authenticated, from
+        its first request (the handshake is over once data arrives).  A
+        CN naming no such user changes nothing: the client authenticates
+        as any other."""
+        self.cert_user_pending = False
+        cert = self.transport.getPeerCertificate() if hasattr(self.transport, "getPeerCertificate") else None
+        if cert is None:
+            return
+        cn = cert.get_subject().commonName
+        user = self.runtime.ctx.acl.users.get(cn.encode("utf-8", "surrogateescape")) if cn else None
+        if user is not None and user.enabled:
+            self.client.user = user
+            self.client.authenticated = True
+        elif cn:
+            log.info("TLS client {addr}: certificate CN {cn!r} names no enabled user",
+                     addr=self.client.addr.decode(errors="replace"), cn=cn)
 
     def _after_preauth_stop(self, out):
         """The parser stopped at a request too big for a client that has not

@@ -1,0 +1,516 @@
+"""Users and what they may do: Redis 6's ACL, fitted to a job queue.
+
+A *user* has a name, is ``on`` or ``off``, has passwords (kept as SHA-256
+hex digests, never in the clear) or ``nopass``, a set of commands it may
+run, and the queue patterns it may touch.  Rules are Redis' words::
+
+    on off nopass resetpass >password <password #<sha256 hex> !<sha256 hex>
+    ~<pattern> allqueues (allkeys) resetqueues (resetkeys)
+    +<command> -<command> +@<category> -@<category> allcommands nocommands
+    reset
+
+Categories fitted to a job queue (:data:`CATEGORIES`): ``@produce``
+(ADDJOB), ``@consume`` (GETJOB, ACKJOB, FASTACK, NACK, WORKING),
+``@inspect`` (QLEN, QPEEK, QSTAT, SHOW, JSCAN, QSCAN, INFO), ``@manage``
+(PAUSE, ENQUEUE, DEQUEUE, DELJOB, REVIVE), ``@admin`` (CONFIG, CLUSTER,
+DEBUG, SHUTDOWN, BGREWRITEAOF, ACL, MONITOR, SLOWLOG, LATENCY, CLIENT
+LIST/KILL/PAUSE, LOADJOB) and ``@connection`` (PING, TIME, COMMAND, HELLO,
+the other CLIENT subcommands: what a client library needs to connect).
+AUTH is never refused by the ACL: anyone may try to become someone else.
+
+Queue patterns are Redis globs over queue names (``~orders:*``).  A
+command's queues are those it names (:data:`QUEUE_ARGS`) and the queue of
+every job it names (:data:`JOB_ARGS`): ACKJOB of another tenant's job is
+refused as surely as ADDJOB to its queue.  A user restricted to some
+queues is refused jobs this node does not know (it cannot tell whose they
+are: acknowledging an unknown ID would reach the copies on other nodes).
+JSCAN and QSCAN answer a restricted user with its own queues only.
+
+Invariants:
+
+* :attr:`User.unrestricted` is true exactly when the user may run every
+  command on every queue: the dispatcher checks nothing more for it (the
+  common case costs one attribute read per command).
+* A user's permissions are read at each command: ACL SETUSER changes
+  connected clients at once; ACL DELUSER closes their connections.
+* The ``default`` user always exists.  ``requirepass`` is its password
+  (set: ``resetpass >pw``; empty: ``nopass``), as in Redis.
+* Nothing here knows Twisted or the node: :class:`Acl` is a registry of
+  users, parsing and checks; the command layer and the HTTP side call it.
+"""
+
+import hashlib
+import hmac
+import os
+import time
+from collections import OrderedDict
+
+from .config import stringmatch
+
+__all__ = ["Acl", "AclError", "User", "CATEGORIES", "hash_password"]
+
+DEFAULT = b"default"
+
+#: Commands by category; every command of the table is in exactly one
+#: (CLIENT's subcommands split between @connection and @admin).
+CATEGORIES = OrderedDict((
+    (b"produce", (b"addjob",)),
+    (b"consume", (b"getjob", b"ackjob", b"fastack", b"nack", b"working")),
+    (b"inspect", (b"qlen", b"qpeek", b"qstat", b"show", b"jscan", b"qscan", b"info")),
+    (b"manage", (b"pause", b"enqueue", b"dequeue", b"deljob", b"revive")),
+    (b"admin", (b"config", b"cluster", b"debug", b"shutdown", b"bgrewriteaof", b"acl", b"monitor",
+                b"slowlog", b"latency", b"loadjob", b"client|list", b"client|kill", b"client|pause")),
+    (b"connection", (b"ping", b"time", b"command", b"hello", b"auth", b"client|setname", b"client|getname",
+                     b"client|id", b"client|reply", b"client|info")),
+))
+#: Commands whose permission is per subcommand ("client|setname").
+SPLIT = frozenset(name.partition(b"|")[0] for names in CATEGORIES.values() for name in names if b"|" in name)
+#: A subcommand of a SPLIT command that no category names (an unknown one):
+#: needs the whole command (``+client``) or @admin.
+_ALL_NAMES = tuple(name for names in CATEGORIES.values() for name in names)
+
+NOPERM_QUEUE = b"-NOPERM No permissions to access a queue\r\n"
+NOPERM_JOB = b"-NOPERM No permissions to access a job\r\n"
+
+
+class AclError(ValueError):
+    """A rule or a file that does not parse; ``str()`` says why."""
+
+
+def hash_password(password: bytes) -> bytes:
+    """SHA-256 hex digest, as Redis stores passwords (``#<hex>`` rules)."""
+    return hashlib.sha256(password).hexdigest().encode()
+
+
+def _is_hash(text: bytes) -> bool:
+    return len(text) == 64 and all(c in b"0123456789abcdef" for c in text.lower())
+
+
+# -- which queues and jobs a command names -----------------------------------
+
+def _first(argv):
+    return argv[1:2]
+
+
+def _getjob_queues(argv):
+    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM q..."""
+    i, n = 1, len(argv)
+    while i < n:
+        opt = argv[i].lower()
+        if opt == b"from":
+            return argv[i + 1:]
+        i += 2 if opt in (b"timeout", b"count") else 1
+    return ()
+
+
+def _option_queue(argv):
+    """JSCAN ... QUEUE q ...: the queue it filters on, if any."""
+    for i in range(1, len(argv) - 1):
+        if argv[i].lower() == b"queue":
+            return argv[i + 1:i + 2]
+    return ()
+
+
+def _all(argv):
+    return argv[1:]
+
+
+#: command -> the queue names it takes from argv.
+QUEUE_ARGS = {b"addjob": _first, b"qlen": _first, b"qpeek": _first, b"qstat": _first, b"pause": _first,
+              b"getjob": _getjob_queues, b"jscan": _option_queue}
+#: command -> the job IDs it takes from argv.
+JOB_ARGS = {b"ackjob": _all, b"fastack": _all, b"nack": _all, b"enqueue": _all, b"dequeue": _all,
+            b"deljob": _all, b"revive": _all, b"show": _first, b"working": _first}
+
+
+def command_key(name: bytes, argv) -> bytes:
+    """The name a permission is checked against: ``client|setname`` for
+    the subcommands of a SPLIT command, else the command's name."""
+    if name in SPLIT and len(argv) > 1:
+        return name + b"|" + argv[1].lower()
+    return name
+
+
+class User:
+    """One user (see the module docstring).  ``commands`` is the set of
+    command keys it may run (:func:`command_key`); ``command_rules`` the
+    rules that built it, in order, as ACL GETUSER shows them."""
+
+    __slots__ = ("name", "enabled", "nopass", "passwords", "commands", "command_rules", "all_queues",
+                 "queues", "unrestricted")
+
+    def __init__(self, name: bytes):
+        self.name = name
+        self.reset()
+
+    def reset(self):
+        """Redis' ``reset``: off, no password, no command, no queue."""
+        self.enabled = False
+        self.nopass = False
+        self.passwords = []  # SHA-256 hex digests, in the order given
+        self.commands = set()
+        self.command_rules = [b"-@all"]
+        self.all_queues = False
+        self.queues = []
+        self._derive()
+
+    def _derive(self):
+        self.unrestricted = self.all_queues and len(self.commands) == len(_ALL_NAMES)  # (a subset of them)
+
+    # -- rules ------------------------------------------------------------
+
+    def apply(self, rule: bytes) -> None:
+        """Apply one rule; AclError (the user unchanged) if it is not one."""
+        low = rule.lower()
+        if low == b"on":
+            self.enabled = True
+        elif low == b"off":
+            self.enabled = False
+        elif low == b"nopass":
+            self.nopass = True
+            self.passwords = []
+        elif low == b"resetpass":
+            self.nopass = False
+            self.passwords = []
+        elif rule[:1] == b">":
+            self._add_password(hash_password(rule[1:]))
+        elif rule[:1] == b"#":
+            if not _is_hash(rule[1:]):
+                raise AclError("The password hash must be exactly 64 characters and contain only lowercase "
+                               "hexadecimal characters")
+            self._add_password(rule[1:].lower())
+        elif rule[:1] in (b"<", b"!"):
+            digest = hash_password(rule[1:]) if rule[:1] == b"<" else rule[1:].lower()
+            if rule[:1] == b"!" and not _is_hash(digest):
+                raise AclError("The password hash must be exactly 64 characters and contain only lowercase "
+                               "hexadecimal characters")
+            if digest not in self.passwords:
+                raise AclError("no such password")
+            self.passwords.remove(digest)
+        elif rule[:1] == b"~":
+            if rule == b"~*":
+                self.all_queues, self.queues = True, []
+            elif not self.all_queues and rule[1:] not in self.queues:
+                self.queues.append(rule[1:])
+        elif low in (b"allqueues", b"allkeys"):
+            self.all_queues, self.queues = True, []
+        elif low in (b"resetqueues", b"resetkeys"):
+            self.all_queues, self.queues = False, []
+        elif low in (b"allcommands", b"nocommands") or rule[:1] in (b"+", b"-"):
+            self._command_rule(rule)
+        elif low == b"reset":
+            self.reset()
+        elif rule[:1] in (b"&", b"%", b"(") or low in (b"allchannels", b"resetchannels"):
+            raise AclError("Disque has no channels, key permissions by read/write or selectors: "
+                           "queues are ~<pattern>")
+        else:
+            raise AclError("Syntax error")
+        self._derive()
+
+    def _add_password(self, digest):
+        self.nopass = False
+        if digest not in self.passwords:
+            self.passwords.append(digest)
+
+    def _command_rule(self, rule):
+        low = rule.lower()
+        allow = low == b"allcommands" or rule[:1] == b"+"
+        if low in (b"allcommands", b"nocommands") or low[1:] == b"@all":
+            names = _ALL_NAMES
+            self.command_rules = [b"+@all" if allow else b"-@all"]
+        else:
+            names = self._names(low[1:])
+            self.command_rules.append(low)
+        if allow:
+            self.commands.update(names)
+        else:
+            self.commands.difference_update(names)
+
+    @staticmethod
+    def _names(what: bytes):
+        if what[:1] == b"@":
+            names = CATEGORIES.get(what[1:])
+            if names is None:
+                raise AclError("Unknown command or category name in ACL")
+            return names
+        base = what.partition(b"|")[0]
+        if what in _ALL_NAMES:
+            return (what,)
+        if base in SPLIT and b"|" not in what:  # the whole command: every subcommand
+            return tuple(n for n in _ALL_NAMES if n.partition(b"|")[0] == base)
+        raise AclError("Unknown command or category name in ACL")
+
+    # -- what it may do ---------------------------------------------------
+
+    def check_password(self, password: bytes) -> bool:
+        if not self.enabled:
+            return False
+        if self.nopass:
+            return True
+        digest = hash_password(password)
+        ok = False
+        for stored in self.passwords:  # no early exit: the time does not tell which matched
+            ok |= hmac.compare_digest(stored, digest)
+        return ok
+
+    def may_run(self, name: bytes, argv) -> bool:
+        return command_key(name, argv) in self.commands
+
+    def may_queue(self, queue: bytes) -> bool:
+        if self.all_queues:
+            return True
+        for pattern in self.queues:
+            if stringmatch(pattern, queue):
+                return True
+        return False
+
+    def denial(self, name: bytes, argv, jobs):
+        """None if the user may run ``argv`` (command ``name``, its
+        original name), else ``(reason, object, reply)`` for the refusal:
+        reason ``command``, ``queue`` or ``job`` as ACL LOG shows it.
+        ``jobs`` is the node's job table (job ID -> job)."""
+        if not self.may_run(name, argv):
+            key = command_key(name, argv)
+            return (b"command", key, b"-NOPERM User " + self.name + b" has no permissions to run the '"
+                    + key + b"' command\r\n")
+        if self.all_queues:
+            return None
+        queues = QUEUE_ARGS.get(name)
+        if queues is not None:
+            for queue in queues(argv):
+                if not self.may_queue(queue):
+                    return b"queue", queue, NOPERM_QUEUE
+        ids = JOB_ARGS.get(name)
+        if ids is not None:
+            for job_id in ids(argv):
+                job = jobs.get(job_id)
+                if job is None or not self.may_queue(job.queue) or \
+                        (job.opts is not None and job.opts.dead_from and not self.may_queue(job.opts.dead_from)):
+                    return b"job", job_id, NOPERM_JOB
+        return None
+
+    # -- as ACL shows it --------------------------------------------------
+
+    def flags(self):
+        out = [b"on" if self.enabled else b"off"]
+        if self.nopass:
+            out.append(b"nopass")
+        if self.all_queues:
+            out.append(b"allqueues")
+        if self.command_rules == [b"+@all"]:
+            out.append(b"allcommands")
+        return out
+
+    def queue_rules(self) -> bytes:
+        return b"~*" if self.all_queues else b" ".join(_word(b"~" + p) for p in self.queues)
+
+    def describe(self) -> bytes:
+        """The user as one ACL LIST line (and as an aclfile line): rules that
+        rebuild it exactly."""
+        words = [b"user", self.name, b"on" if self.enabled else b"off"]
+        words += [b"nopass"] if self.nopass else [b"#" + p for p in self.passwords]
+        queues = self.queue_rules()
+        words += [queues] if queues else [b"resetqueues"]
+        words += self.command_rules
+        return b" ".join(words)
+
+
+class LogEntry:
+    """One ACL LOG entry: denials of the same kind, by the same user, from
+    the same client, on the same object, within a minute, share one
+    entry (``count``), as in Redis."""
+
+    __slots__ = ("count", "reason", "context", "object", "username", "created", "updated", "client_info",
+                 "entry_id")
+
+    def __init__(self, reason, obj, username, client_info, now, entry_id):
+        self.count = 1
+        self.reason = reason
+        self.context = b"toplevel"
+        self.object = obj
+        self.username = username
+        self.client_info = client_info
+        self.created = self.updated = now
+        self.entry_id = entry_id
+
+
+GROUP_WINDOW = 60.0  # seconds within which a repeated denial adds to its entry
+
+
+class Acl:
+    """The users of one node, and the recent denials (ACL LOG)."""
+
+    def __init__(self, clock=time.time):
+        self.clock = clock
+        self.users = {}
+        self.log = []  # LogEntry, newest first
+        self.log_max = 128
+        self._next_entry = 0
+        self.default = self._fresh_default()
+        self.users[DEFAULT] = self.default
+
+    @staticmethod
+    def _fresh_default() -> User:
+        user = User(DEFAULT)
+        for rule in (b"on", b"nopass", b"~*", b"+@all"):
+            user.apply(rule)
+        return user
+
+    @property
+    def default_nopass(self) -> bool:
+        """The default user needs no password (protected mode's test)."""
+        return self.default.nopass
+
+    @property
+    def auth_required(self) -> bool:
+        """New connections must AUTH first: the default user is off or has
+        a password."""
+        user = self.default
+        return not (user.enabled and user.nopass)
+
+    def set_requirepass(self, password) -> None:
+        """``requirepass``: the default user's only password, or ``nopass``."""
+        rules = [b"resetpass", b">" + password] if password else [b"nopass"]
+        for rule in rules:
+            self.default.apply(rule)
+
+    # -- users ------------------------------------------------------------
+
+    def setuser(self, name: bytes, rules) -> User:
+        """ACL SETUSER: create the user if needed and apply ``rules`` in
+        order, all or none (an AclError names the rule that failed)."""
+        _check_name(name)
+        current = self.users.get(name)
+        trial = User(name)
+        if current is not None:
+            _copy_user(current, trial)
+        for rule in rules:
+            try:
+                trial.apply(rule)
+            except AclError as e:
+                raise AclError("Error in ACL SETUSER modifier '%s': %s" % (rule.decode("utf-8", "replace"), e))
+        if current is None:
+            self.users[name] = current = trial
+        else:
+            _copy_user(trial, current)  # in place: connected clients see the change at once
+        return current
+
+    def deluser(self, name: bytes) -> bool:
+        if name == DEFAULT:
+            raise AclError("The 'default' user cannot be removed")
+        return self.users.pop(name, None) is not None
+
+    def authenticate(self, name: bytes, password: bytes):
+        """The user, if the pair is right and the user is on; else None."""
+        user = self.users.get(name)
+        if user is None:
+            hash_password(password)  # about the same time for an unknown user
+            return None
+        return user if user.check_password(password) else None
+
+    def lines(self):
+        """Every user as an ACL LIST line, default first, then by name."""
+        return [self.users[DEFAULT].describe()] + [self.users[n].describe() for n in sorted(self.users)
+                                                   if n != DEFAULT]
+
+    def replace(self, users) -> None:
+        """Make ``users`` (name -> User, parsed elsewhere) the node's users,
+        keeping the objects of those that stay (their clients follow); a
+        missing default user is a fresh one."""
+        users = dict(users)
+        users.setdefault(DEFAULT, self._fresh_default())
+        for name, user in users.items():
+            current = self.users.get(name)
+            if current is not None:
+                _copy_user(user, current)
+                users[name] = current
+        self.users = users
+        self.default = users[DEFAULT]
+
+    # -- ACL LOG ----------------------------------------------------------
+
+    def record(self, reason: bytes, obj: bytes, username: bytes, client_info: bytes) -> None:
+        now = self.clock()
+        for entry in self.log:
+            if entry.reason == reason and entry.object == obj and entry.username == username and \
+                    now - entry.updated < GROUP_WINDOW and entry.client_info.split(b" ", 2)[:2] == \
+                    client_info.split(b" ", 2)[:2]:
+                entry.count += 1
+                entry.updated = now
+                entry.client_info = client_info
+                return
+        self.log.insert(0, LogEntry(reason, obj, username, client_info, now, self._next_entry))
+        self._next_entry += 1
+        del self.log[self.log_max:]
+
+
+def _word(rule: bytes) -> bytes:
+    """``rule`` as a word split_args reads back (quoted if it must be)."""
+    from .config import quote
+
+    if rule and all(32 < c < 127 and c not in b"\"'\\" for c in rule):
+        return rule
+    return quote(rule)
+
+
+def _copy_user(src: User, dst: User) -> None:
+    for slot in User.__slots__:
+        if slot != "name":
+            value = getattr(src, slot)
+            setattr(dst, slot, value.copy() if isinstance(value, (list, set)) else value)
+
+
+def _check_name(name: bytes) -> None:
+    if not name or any(c <= 32 or c == 127 for c in name):
+        raise AclError("Usernames can't contain spaces or null characters")
+
+
+def parse_lines(lines, where="") -> dict:
+    """Users from ``user <name> <rule>...`` lines (an aclfile's, or the
+    config's ``user`` directives already split): name -> User.  AclError
+    names the line; a user given twice is an error, as in Redis."""
+    users = {}
+    for number, words in lines:
+        place = "%s:%d: " % (where, number) if where else ""
+        if len(words) < 2 or words[0].lower() != b"user":
+            raise AclError("%sa line must be 'user <name> <rule> ...'" % place)
+        name = words[1]
+        try:
+            _check_name(name)
+        except AclError as e:
+            raise AclError("%s%s" % (place, e)) from None
+        if name in users:
+            raise AclError("%sduplicate user '%s'" % (place, name.decode("utf-8", "replace")))
+        user = User(name)
+        for rule in words[2:]:
+            try:
+                user.apply(rule)
+            except AclError as e:
+                raise AclError("%sError in user declaration '%s': %s" % (
+                    place, rule.decode("utf-8", "replace"), e)) from None
+        users[name] = user
+    return users
+
+
+def read_file(path: str) -> dict:
+    """The users of an aclfile (blank lines and ``#`` comments skipped);
+    OSError or AclError."""
+    from .config import split_args
+
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = []
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        line = raw.strip()
+        if not line or line.startswith(b"#"):
+            continue
+        words = split_args(line)
+        if words is None:
+            raise AclError("%s:%d: unbalanced quotes" % (path, number))
+        lines.append((number, words))
+    return parse_lines(lines, path)
+
+
+def generate_password(bits: int = 256) -> bytes:
+    """ACL GENPASS: ``bits`` random bits as hex."""
+    return os.urandom((bits + 7) // 8).hex()[:(bits + 3) // 4].encode()
