@@ -201,3 +201,15 @@ def test_config_rewrite_keeps_users_made_with_acl_setuser(tmp_path):
     again = DisqueNodeService(Config.from_file(str(path)), reactor=MemoryReactorClock(), on_shutdown=lambda: None)
     user = again.runtime.ctx.acl.users[b"alice"]
     assert user.check_password(b"apw") and user.queues == [b"a:*"] and user.command_rules == [b"-@all", b"+@produce"]
+
+
+def test_acl_changes_are_audited_without_their_passwords(two):
+    from test_directives import captured_log, texts
+
+    admin = two.connect()
+    with captured_log() as events:
+        assert admin.call("ACL", "SETUSER", "carol", "on", ">carol-secret", "~c:*") == OK
+        assert admin.call("ACL", "DELUSER", "carol") == b":1\r\n"
+    lines = [t for t in texts(events) if "ACL" in t]
+    assert len(lines) == 2 and all(t.startswith("default from 127.0.0.1:") for t in lines), lines
+    assert '"SETUSER" "carol" "(redacted)"' in lines[0] and "carol-secret" not in "".join(lines)

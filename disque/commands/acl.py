@@ -12,6 +12,7 @@ from ..acl import CATEGORIES, AclError, generate_password
 from ..acl_config import aclfile_path, load_file, save_file, sync_config
 from ..resp import reply
 from . import command
+from .audit import audit_command
 
 E_NOFILE = (b"-ERR This Disque instance is not configured to use an ACL file. You may want to specify users "
             b"via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a configuration "
@@ -22,16 +23,17 @@ def _err(text: str) -> bytes:
     return reply.err(text.encode("utf-8", "replace"))
 
 
-def _changed(ctx, client, text):
+def _changed(ctx, client, argv):
     """After a change of users: the config follows (without an aclfile),
-    clients of users that are gone are closed, and the change is audited."""
+    clients of users that are gone are closed, and the change is audited
+    (passwords redacted)."""
     if not ctx.config["aclfile"]:
         sync_config(ctx.acl, ctx.config)
     users = set(map(id, ctx.acl.users.values()))
     for other in list(ctx.clients.values()):
         if id(other.user) not in users:
             other.conn.close()
-    ctx.runtime.audit(client, text)
+    audit_command(ctx, client, b"acl", argv)
 
 
 def _setuser(ctx, client, argv):
@@ -41,7 +43,7 @@ def _setuser(ctx, client, argv):
         ctx.acl.setuser(argv[2], argv[3:])
     except AclError as e:
         return _err(str(e))
-    _changed(ctx, client, "ACL SETUSER %s" % argv[2].decode("utf-8", "replace"))
+    _changed(ctx, client, argv)
     return reply.OK
 
 
@@ -67,7 +69,7 @@ def _deluser(ctx, client, argv):
     except AclError as e:
         return _err(str(e))
     if gone:
-        _changed(ctx, client, "ACL DELUSER %s" % b" ".join(argv[2:]).decode("utf-8", "replace"))
+        _changed(ctx, client, argv)
     return reply.integer(gone)
 
 
@@ -132,7 +134,7 @@ def _save(ctx, client, argv):
     except OSError as e:
         return _err("There was an error trying to save the ACLs. Please check the server logs for more "
                     "information (%s: %s)" % (aclfile_path(ctx.config), e.strerror or e))
-    ctx.runtime.audit(client, "ACL SAVE to %s" % aclfile_path(ctx.config))
+    audit_command(ctx, client, b"acl", argv, "to %s" % aclfile_path(ctx.config))
     return reply.OK
 
 
@@ -145,7 +147,7 @@ def _load(ctx, client, argv):
         return _err("Error loading ACLs, the aclfile %s: %s" % (aclfile_path(ctx.config), e.strerror or e))
     except AclError as e:
         return _err("Error loading ACLs, nothing changed: %s" % e)
-    _changed(ctx, client, "ACL LOAD from %s" % aclfile_path(ctx.config))
+    _changed(ctx, client, argv)
     return reply.OK
 
 
