@@ -120,6 +120,7 @@ from disque.persistence.files import FileSystem
 from disque.resp.protocol import RespProtocol
 from disque.service import DisqueNodeService
 from disque.tools import check_aof
+from test_protocol import LOCAL_PEER
 
 T0 = 1_795_347_500.0  # the node's clock at the start (as tests/test_directives.py)
 AOF = "disque.aof"
@@ -398,7 +399,7 @@ class RecordingTransport(StringTransport):
     request and put in the history at the current position of the log."""
 
     def __init__(self, client):
-        super().__init__()
+        super().__init__(peerAddress=LOCAL_PEER)
         self.client = client
 
     def write(self, data):
@@ -1120,7 +1121,7 @@ class _Caller:
     """Commands to a node outside any recording (the life before)."""
 
     def __init__(self, service):
-        self.transport = StringTransport()
+        self.transport = StringTransport(peerAddress=LOCAL_PEER)
         self.proto = RespProtocol(service.runtime)
         self.proto.makeConnection(self.transport)
         self.reader = hiredis.Reader()

@@ -145,6 +145,41 @@ def _requirepass(make):
     assert c.call("AUTH", "s3cret") == b"+OK\r\n" and c.call("PING") == b"+PONG\r\n"
 
 
+def stranger(node) -> Conn:
+    """A client from beyond loopback (10.9.8.7)."""
+    from twisted.internet.address import IPv4Address
+
+    return node.connect(StringTransport(peerAddress=IPv4Address("TCP", "10.9.8.7", 40000)))
+
+
+@effect("protected-mode")
+def _protected_mode(make):
+    """On by default: while the default user has no password, a client
+    beyond loopback is told why and closed (tests/test_access.py has the
+    rest)."""
+    from disque.protection import DENIED
+
+    refused = stranger(make())
+    assert refused.take() == DENIED and refused.closed
+    assert make().connect().call("PING") == b"+PONG\r\n"
+    assert stranger(make(**{"protected-mode": "no"})).call("PING") == b"+PONG\r\n"
+    assert stranger(make(requirepass="pw")).call("PING") == NOAUTH
+
+
+@effect("enable-debug-command")
+def _enable_debug_command(make):
+    """``local`` by default: DEBUG from loopback only; ``no``: nobody;
+    ``yes``: everyone."""
+    from disque.protection import DEBUG_NOT_ALLOWED
+
+    open_to_all = {"protected-mode": "no"}
+    local = make(**open_to_all)
+    assert local.connect().call("DEBUG", "JOBS") == b":0\r\n"
+    assert stranger(local).call("DEBUG", "JOBS") == DEBUG_NOT_ALLOWED
+    assert make(**{"enable-debug-command": "no"}).connect().call("DEBUG", "JOBS") == DEBUG_NOT_ALLOWED
+    assert stranger(make(**open_to_all, **{"enable-debug-command": "yes"})).call("DEBUG", "JOBS") == b":0\r\n"
+
+
 def test_wrong_auth_passwords_are_counted_and_logged_once_a_minute(make):
     node = make(requirepass="s3cret")
     c, admin = node.connect(), node.connect()

@@ -31,8 +31,9 @@ def tcp_servers(reactor):
 def command(service, line):
     """One command through the client listener's factory (a connection on
     a StringTransport); its reply."""
-    proto = service.listeners[0].factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 50000))
-    transport = StringTransport()
+    peer = IPv4Address("TCP", "127.0.0.1", 50000)
+    proto = service.listeners[0].factory.buildProtocol(peer)
+    transport = StringTransport(peerAddress=peer)
     proto.makeConnection(transport)
     proto.dataReceived(line + b"\r\n")
     return transport.value()
@@ -77,7 +78,7 @@ def test_listen_directive_replaces_port_and_bind_for_clients(tmp_path):
 
 def test_cluster_listen_directive_replaces_the_bus_listeners(tmp_path):
     bus = "tcp:17711:interface=10.0.0.1 tcp:17711:interface=10.0.0.2"
-    service, reactor = build(tmp_path, **{"cluster-listen": bus})
+    service, reactor = build(tmp_path, **{"cluster-listen": bus, "cluster-password": "s3cret"})
     service.startService()
     try:
         assert tcp_servers(reactor) == [(7711, 511, "127.0.0.1"), (17711, 50, "10.0.0.1"), (17711, 50, "10.0.0.2")]
@@ -90,7 +91,7 @@ def test_a_bus_away_from_the_client_port_plus_10000_is_logged(tmp_path):
 
     events = []
     globalLogPublisher.addObserver(events.append)
-    service, reactor = build(tmp_path, **{"cluster-listen": "tcp:17999"})
+    service, reactor = build(tmp_path, **{"cluster-listen": "tcp:17999:interface=127.0.0.1"})
     try:
         service.startService()
         service.stopService()

@@ -1,6 +1,7 @@
 """The RESP adapter in memory: StringTransport + Clock, no sockets."""
 
 from twisted.internet import task
+from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 
 from disque.config import Config
@@ -9,11 +10,15 @@ from disque.resp.protocol import RespProtocol
 from disque.service import NodeRuntime
 
 T0 = 1_795_347_500.0
+#: The peer of in-memory clients: on loopback, as the node's default bind
+#: sees them (StringTransport's own default, 192.168.1.1, is a stranger
+#: that protected mode refuses).
+LOCAL_PEER = IPv4Address("TCP", "127.0.0.1", 54321)
 
 
 class CountingTransport(StringTransport):
-    def __init__(self):
-        super().__init__()
+    def __init__(self, peer=LOCAL_PEER):
+        super().__init__(peerAddress=peer)
         self.writes = 0
 
     def write(self, data):
@@ -30,9 +35,9 @@ def make_runtime(**overrides):
     return NodeRuntime(config, clock, NoPersistence(), lambda: None), clock
 
 
-def connect(runtime):
+def connect(runtime, peer=LOCAL_PEER):
     proto = RespProtocol(runtime)
-    transport = CountingTransport()
+    transport = CountingTransport(peer)
     proto.makeConnection(transport)
     return proto, transport
 

@@ -117,12 +117,22 @@ def render(runtime) -> bytes:
     e.one("disque_connected_clients", "gauge", "Client connections open now.", len(ctx.clients))
     e.one("disque_blocked_clients", "gauge", "Clients blocked in GETJOB.", len(node.getjob))
     e.one("disque_connections_received_total", "counter", "Client connections accepted.", stats.connections)
-    e.one("disque_rejected_connections_total", "counter", "Client connections refused (maxclients).",
-          stats.rejected)
+    e.one("disque_rejected_connections_total", "counter", "Client connections refused (maxclients, "
+          "protected mode).", stats.rejected)
     e.one("disque_auth_failures_total", "counter", "Wrong passwords from clients (AUTH and HTTP).",
           stats.auth_failures)
+    e.one("disque_auth_delayed_total", "counter", "Wrong passwords answered late: their source failed "
+          "too often in a row.", stats.auth_delayed)
+    e.one("disque_auth_refused_total", "counter", "Passwords refused unchecked: their source failed too "
+          "often within a minute.", stats.auth_refused)
     e.one("disque_bus_auth_failures_total", "counter", "Failed cluster-password handshakes on the bus.",
           stats.bus_auth_failures)
+    limit, held = runtime.clients_memory()
+    e.one("disque_client_memory_bytes", "gauge", "What client connections hold together (requests not run, "
+          "replies not sent), counted while maxmemory-clients is set (0 otherwise).", held)
+    e.one("disque_client_memory_max_bytes", "gauge", "The maxmemory-clients limit in bytes (0: none).", limit)
+    e.one("disque_evicted_clients_total", "counter", "Clients closed because all clients together held more "
+          "than maxmemory-clients.", stats.evicted_clients)
     e.one("disque_net_input_bytes_total", "counter", "Bytes read from clients.", stats.net_in)
     e.one("disque_net_output_bytes_total", "counter", "Bytes written to clients.", stats.net_out)
     e.one("disque_commands_processed_total", "counter", "Commands run, all kinds.", stats.commands)

@@ -32,6 +32,10 @@ KNOWN_DIFFERENCES = {
         "ours only: the Python implementation and version running the node",
     "INFO field auth_failures":
         "ours only: wrong AUTH passwords since the start (the original counts none)",
+    "INFO field auth_delayed":
+        "ours only: wrong AUTH passwords answered late, their source having failed too often in a row",
+    "INFO field auth_refused":
+        "ours only: AUTHs refused unchecked, their source having failed too often within a minute",
     "INFO field bus_auth_failures":
         "ours only: failed cluster-password handshakes (the original has no cluster password)",
     "INFO field mem_allocator":
