@@ -67,9 +67,9 @@ def is_local(address) -> bool:
 
 
 def default_user_has_no_password(ctx) -> bool:
-    """Whether the ``default`` user may run commands without a password
-    (``requirepass`` is its password)."""
-    return not ctx.config["requirepass"]
+    """Whether the ``default`` user has no password (``nopass``: no
+    ``requirepass`` and no ``>password`` rule), as Redis 7 asks."""
+    return ctx.acl.default_nopass
 
 
 def protected(ctx) -> bool:

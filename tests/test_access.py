@@ -132,6 +132,19 @@ def test_config_set_applies_to_the_next_connections():
     assert take(atr).endswith(b"$14\r\nprotected-mode\r\n$3\r\nyes\r\n")
 
 
+def test_a_password_the_acl_gives_the_default_user_lifts_it():
+    runtime, _ = make_runtime()
+    admin, atr = connect(runtime)
+    admin.dataReceived(cmd("ACL", "SETUSER", "alice", "on", ">pw", "+@all", "~*"))
+    _, tr = connect(runtime, STRANGER)  # another user's password changes nothing
+    assert take(tr) == DENIED
+    admin.dataReceived(cmd("ACL", "SETUSER", "default", ">pw"))
+    assert take(atr) == b"+OK\r\n+OK\r\n"
+    stranger, tr = connect(runtime, STRANGER)
+    stranger.dataReceived(cmd("AUTH", "alice", "pw") + cmd("PING"))
+    assert take(tr) == b"+OK\r\n+PONG\r\n"
+
+
 # -- enable-debug-command -------------------------------------------------------
 
 def _debug_reply(peer, **directives):
