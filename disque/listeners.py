@@ -25,6 +25,11 @@ Endpoint strings are Twisted's plugin seam for transports: TLS, Unix
 sockets or a transport a third party writes need no code in the node.  A
 string that does not parse stops start-up with :class:`EndpointError`.
 
+Whether the bus is reachable beyond loopback (:func:`bus_beyond_loopback`)
+decides whether it must be closed: such a node needs ``cluster-password``
+or ``tls-cluster yes``, or ``cluster-trusted-network yes`` (the service
+refuses to start otherwise, see ``docs/security.md``).
+
 TLS from the ``tls-*`` directives (:mod:`disque.tls`) goes over these
 endpoints: ``tls-port`` adds TLS client listeners on every ``bind``
 address (:func:`tls_descriptions`), beside the plain ones, or alone when
@@ -43,6 +48,7 @@ from twisted.internet.interfaces import IStreamServerEndpoint
 from zope.interface import implementer
 
 from .bus.links import BUS_PORT_OFFSET
+from .protection import is_loopback
 
 CONNECT_TIMEOUT = 5  # seconds
 
@@ -92,6 +98,79 @@ def bus_descriptions(config, client_port):
     if config["cluster-listen"]:
         return config["cluster-listen"]
     return _derived(config, client_port + BUS_PORT_OFFSET)
+
+
+def _fields(description):
+    """``(args, kwargs)`` of an endpoint string, as Twisted reads it: fields
+    split at ``:``, ``key=value`` fields by name, ``\\`` escaping the next
+    character."""
+    args, kwargs = [], {}
+    current, key, escaped = [], None, False
+    for ch in description:
+        if escaped:
+            current.append(ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "=" and key is None:
+            key, current = "".join(current), []
+        elif ch == ":":
+            if key is None:
+                args.append("".join(current))
+            else:
+                kwargs[key] = "".join(current)
+            current, key = [], None
+        else:
+            current.append(ch)
+    if key is None:
+        args.append("".join(current))
+    else:
+        kwargs[key] = "".join(current)
+    return args, kwargs
+
+
+def beyond_loopback(description):
+    """Where the server endpoint string ``description`` listens beyond
+    loopback, for a message (an address, "every interface", or the string
+    itself for a transport this cannot tell about), or None when it listens
+    on loopback only (``disque.protection.is_loopback``) or on a Unix
+    socket."""
+    args, kwargs = _fields(description)
+    kind = args[0].lower()
+    if kind == "unix":
+        return None
+    if kind not in ("tcp", "tcp6", "ssl"):
+        return description
+    interface = kwargs.get("interface")
+    if interface is None and kind != "ssl" and len(args) > 2:  # tcp:<port>:<interface>
+        interface = args[2]
+    if not interface or interface in ("0.0.0.0", "::"):
+        return "every interface"
+    return None if is_loopback(interface) else interface  # (a name may resolve to anything: not loopback)
+
+
+def bus_beyond_loopback(config):
+    """Where the cluster bus listens beyond loopback (``cluster-listen``, or
+    the bus listeners ``bind`` derives), as :func:`beyond_loopback` says of
+    each listener; empty when only this machine can reach it."""
+    places = (beyond_loopback(d) for d in config["cluster-listen"] or bus_descriptions(config, 0))
+    return [place for place in places if place is not None]
+
+
+def open_bus_refusal(config, password):
+    """Why this node must not run its bus with ``password`` (``""``: none),
+    in one line naming the directives that would close it, or None: a bus
+    reachable beyond loopback needs ``cluster-password`` or ``tls-cluster
+    yes``, unless ``cluster-trusted-network yes`` says that every host
+    that can reach it may join."""
+    if password or config["tls-cluster"] or config["cluster-trusted-network"]:
+        return None
+    places = bus_beyond_loopback(config)
+    if not places:
+        return None
+    return ("the cluster bus listens beyond loopback (%s) with neither cluster-password nor tls-cluster yes: "
+            "anyone who can reach it could join the cluster; set one of them, or cluster-trusted-network yes "
+            "if every host that can reach the bus may join" % ", ".join(places))
 
 
 def server_endpoint(reactor, directive, description):

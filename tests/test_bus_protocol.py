@@ -3,10 +3,12 @@ runtime."""
 
 import struct
 
+from twisted.internet.address import IPv4Address
+from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
-from disque.bus import wire
-from disque.bus.protocol import MAX_FIRST_FRAME, MAX_FRAME, BusProtocol
+from disque.bus import auth, wire
+from disque.bus.protocol import MAX_FIRST_FRAME, MAX_FRAME, MAX_UNPROVEN, BusProtocol, BusServerFactory
 from disque.core import messages
 
 
@@ -19,6 +21,10 @@ class Recorder:
         self.depth = 0
         self.pending_output = []  # as NodeRuntime: connections to flush when a batch ends
         self.bus_sendbuf_limit = 0  # cluster-link-sendbuf-limit
+        self.members = {b"a" * 40}  # node IDs bus_member says are members (HEADER's sender)
+        self.failures = []  # (source, reason) of bus_auth_failed
+        self.reactor = Clock()
+        self.loading = False
 
     def bus_batch_begin(self):
         self.depth += 1
@@ -33,8 +39,14 @@ class Recorder:
     def bus_link_lost(self, proto):
         self.lost.append(proto)
 
+    def bus_member(self, node_id):
+        return node_id in self.members
+
     def bus_inbound(self, proto):
         self.inbound.append(proto.sender)
+
+    def bus_auth_failed(self, source, reason):
+        self.failures.append((source, reason))
 
     def bus_inbound_lost(self, proto):
         self.lost.append(proto)
@@ -166,3 +178,101 @@ def test_a_peer_that_catches_up_is_counted_again_from_zero():
     proto.send_frame(b"late")
     proto.flush()                                          # nothing more is written
     assert len(tr.value()) == 7 * 100_004
+
+
+# -- strangers on the bus port (docs/limits.md, docs/security.md) --
+
+STRANGER = IPv4Address("TCP", "10.0.0.9", 40000)
+
+
+def accept(factory, address=STRANGER):
+    """A connection to the bus port, as the listening port makes it."""
+    proto = factory.buildProtocol(address)
+    tr = StringTransport(peerAddress=address)
+    proto.makeConnection(tr)
+    return proto, tr
+
+
+def test_connections_still_to_prove_themselves_are_capped():
+    runtime = Recorder()
+    factory = BusServerFactory(runtime)
+    waiting = [accept(factory) for _ in range(MAX_UNPROVEN)]
+    assert not any(tr.disconnecting for _, tr in waiting) and runtime.failures == []
+    _, tr = accept(factory)
+    assert tr.disconnected  # closed at once, counted and logged as a failure
+    assert runtime.failures == [("10.0.0.9", "%d bus connections are still to prove themselves (at most %d)"
+                                 % (MAX_UNPROVEN, MAX_UNPROVEN))]
+    waiting[0][0].dataReceived(frame(messages.Ping(())))  # one speaks the protocol: room for one more
+    _, tr = accept(factory)
+    assert not tr.disconnecting
+    waiting[1][0].connectionLost(None)  # one goes away: room again
+    _, tr = accept(factory)
+    assert not tr.disconnecting and len(factory.unproven) == MAX_UNPROVEN
+    _, tr = accept(factory)
+    assert tr.disconnected and len(runtime.failures) == 2
+
+
+def test_a_connection_that_sends_no_frame_in_time_is_closed_and_counted():
+    runtime = Recorder()
+    factory = BusServerFactory(runtime)
+    silent, silent_tr = accept(factory)
+    slow, slow_tr = accept(factory)
+    garbage, garbage_tr = accept(factory)
+    garbage.dataReceived(struct.pack(">I", 3) + b"DQ!")  # bytes, but no frame that decodes
+    runtime.reactor.advance(auth.TIMEOUT - 0.1)
+    slow.dataReceived(frame(messages.Ping(())))  # just in time
+    assert not silent_tr.disconnecting and not slow_tr.disconnecting
+    runtime.reactor.advance(0.2)
+    assert silent_tr.disconnecting and not slow_tr.disconnecting
+    assert runtime.failures == [("10.0.0.9", "no bus message within %g s" % auth.TIMEOUT)]
+    assert factory.unproven == set() and not runtime.reactor.getDelayedCalls()
+    runtime.reactor.advance(3600)  # a connection that proved itself has no deadline any more
+    assert not slow_tr.disconnecting
+
+
+def test_a_cluster_password_handshake_in_progress_is_unproven_until_done():
+    class WithPassword(Recorder):
+        nonces = auth.Nonces()
+
+        def bus_handshake(self, initiator):
+            return auth.Handshake(b"s3cret", initiator, self.nonces)
+
+    runtime = WithPassword()
+    factory = BusServerFactory(runtime)
+    proto, tr = accept(factory)
+    assert factory.unproven == {proto}
+    peer = auth.Handshake(b"s3cret", True, auth.Nonces())
+    challenge = tr.value()[4:]
+    tr.clear()
+    proto.dataReceived(struct.pack(">I", 19) + peer.hello())
+    proof = peer.receive(challenge)
+    proto.dataReceived(struct.pack(">I", len(proof)) + proof)
+    assert proto.authenticated and factory.unproven == set() and not runtime.reactor.getDelayedCalls()
+    proto, tr = accept(factory)
+    runtime.reactor.advance(auth.TIMEOUT)
+    assert tr.disconnecting and factory.unproven == set()
+    assert runtime.failures == [("10.0.0.9", "no handshake within %g s" % auth.TIMEOUT)]
+
+
+def test_the_bus_port_closes_connections_while_the_node_loads():
+    runtime = Recorder()
+    runtime.loading = True
+    factory = BusServerFactory(runtime)
+    _, tr = accept(factory)
+    assert tr.disconnected and factory.unproven == set() and runtime.failures == []
+
+
+def test_a_non_member_may_send_small_frames_only_and_its_connection_is_no_route():
+    """A stranger's frames reach the core (which ignores them), but its
+    connection stays limited to MAX_FIRST_FRAME and is not taken as any
+    node's: frames for a member never go to a stranger claiming its ID."""
+    runtime, proto, tr = connect()
+    runtime.members = set()
+    proto.dataReceived(frame(messages.Ping(())))
+    assert len(runtime.got) == 1 and runtime.inbound == [] and proto.sender is None
+    big = wire.encode(HEADER, messages.ReplJob(_record(b"x" * (2 * MAX_FIRST_FRAME))))
+    proto.dataReceived(struct.pack(">I", len(big)) + big)
+    assert tr.disconnecting and len(runtime.got) == 1
+    runtime, proto, tr = connect()  # a member: its connection is its own, big frames too
+    proto.dataReceived(frame(messages.Ping(())))
+    assert runtime.inbound == [HEADER.sender] and proto.MAX_LENGTH == MAX_FRAME

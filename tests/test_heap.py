@@ -31,7 +31,8 @@ NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Conf
                  # the node's parts (disque.core.node), each pointing back at it
                  "Jobs", "Queues", "Memory", "Federation", "AddJob", "GetJob", "Requeue", "Acks", "DeadLetters",
                  "Latency", "Histogram",  # the node's latency histograms (three, made with it)
-                 "FailedAuth", "Throttle", "Nonces"}  # the runtime's authentication records
+                 "FailedAuth", "Throttle", "Nonces",  # the runtime's authentication records
+                 "LogLimit"}  # and the one of its notices
 
 
 def _workload(runtime, clock):

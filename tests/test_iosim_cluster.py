@@ -8,8 +8,12 @@ clock moved by the test (no sockets, no real time).  ``cluster.frames`` is
 what each node received on the bus, decoded: the tests read the messages
 of the spec ("Cluster messages" in the README) from it."""
 
-import pytest
+import struct
 
+import pytest
+from twisted.internet.protocol import Protocol
+
+from disque.bus import wire
 from disque.core import messages
 from disque.testing import ErrorReply, IOSimCluster
 
@@ -270,5 +274,55 @@ def test_a_copy_whose_record_b_cannot_write_is_not_counted_until_it_is_on_disk(t
         assert job_id == repl[0].job.id
         with open(cluster.services[1].persistence.path, "rb") as f:
             assert job_id in f.read()
+    finally:
+        cluster.stop()
+
+
+class BusStranger(Protocol):
+    """Whoever reaches a node's bus port, speaking the bus protocol under a
+    made-up node ID (docs/security.md, "The cluster bus: who may join")."""
+
+    def __init__(self):
+        self.received = b""
+
+    def dataReceived(self, data):
+        self.received += data
+
+    def messages(self):
+        """The types of the messages it got."""
+        types, data = [], self.received
+        while data:
+            (n,), data = struct.unpack(">I", data[:4]), data[4:]
+            types.append(type(wire.decode(data[:n])[1]))
+            data = data[n:]
+        return types
+
+    def send(self, msg, sender=b"f" * 40):
+        frame = wire.encode(messages.Header(sender, b"127.0.0.1", 7999, messages.H_EXTENSIONS), msg)
+        self.transport.write(struct.pack(">I", len(frame)) + frame)
+
+
+def test_a_stranger_on_the_bus_of_a_lone_node_changes_nothing(tmp_path):
+    """No password, loopback: the stranger's MEET makes it a claim (nothing
+    answers at the address it gave), so the lone node still answers a plain
+    ADDJOB (a MEET made it a member, and ADDJOB answered -NOREPL), and its
+    NEEDJOBS, SETACK and DELJOB touch no job; it is not in the node file.
+    (The same on real processes: tests/test_e2e_bus_closed.py.)"""
+    cluster = IOSimCluster(1, tmp_path)
+    try:
+        c = cluster.client(0)
+        job_id = c.call("ADDJOB", "q", "secret", 0)
+        stranger = cluster.connect(0, BusStranger(), bus=True)
+        for msg in (messages.Meet(()), messages.NeedJobs(b"q", 10), messages.SetAck(job_id, 1),
+                    messages.DelJob(job_id)):
+            stranger.send(msg)
+        cluster.advance(1.0)
+        assert c.call("ADDJOB", "q", "another", 0).startswith(b"D-")
+        assert c.call("QLEN", "q") == 2 and c.call("SHOW", job_id) is not None
+        assert stranger.messages() == [messages.Pong]  # the answer to its MEET, nothing more (no YOURJOBS)
+        with open(tmp_path / "node-0" / "nodes.conf", "rb") as f:
+            assert b"f" * 40 not in f.read()
+        cluster.advance(20.0)  # the claim expires
+        assert len([line for line in c.call("CLUSTER", "NODES").split(b"\n") if line]) == 1
     finally:
         cluster.stop()

@@ -6,7 +6,7 @@ half way, SHUTDOWN while loading."""
 
 import pytest
 from twisted.internet.address import IPv4Address
-from twisted.internet.testing import MemoryReactorClock
+from twisted.internet.testing import MemoryReactorClock, StringTransport
 
 from disque import service as service_module
 from disque.config import Config
@@ -98,7 +98,9 @@ def test_a_big_aof_loads_in_slices_while_clients_get_loading(tmp_path, one_clock
         assert ask(conn, "AUTH", "x") == b"-ERR Client sent AUTH, but no password is set\r\n"
         # The bus is bound but closes peers' connections; no tick, no timer.
         bus_factory = [p[1] for p in reactor.tcpServers if p[0] == 17711][0]
-        assert bus_factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 5555)) is None
+        peer = bus_factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 5555))
+        peer.makeConnection(StringTransport())
+        assert peer.transport.disconnected
         assert not service.cron.running and service.runtime._wake is None
         assert not service.node.persist  # nothing of the load written back to the file
 

@@ -14,11 +14,24 @@ not reported up (so nothing is sent on it), and frames are limited to the
 handshake's size.  A failed or timed-out handshake closes the connection
 and is counted (INFO ``bus_auth_failures``, :mod:`disque.failed_auth`).
 
+A connection to our bus port is *unproven* until it has shown it speaks
+the protocol: with ``cluster-password`` until the handshake is done,
+without it until a frame decoded (a peer's first frame is its MEET or
+PING).  Once a frame says it comes from a member of the cluster (the core
+decides: :mod:`disque.core.membership`), the connection is that member's:
+frames for it may go there while our own link to it is down
+(:meth:`disque.bus.links.Links.send`).
+
 Limits (docs/limits.md):
 
+* at most ``MAX_UNPROVEN`` unproven connections at once: past it a new
+  one is closed at once (counted in ``bus_auth_failures`` and logged once
+  a minute per source, as a failed handshake); each has ``auth.TIMEOUT``
+  seconds to prove itself, then it is closed and counted the same way;
 * a frame is at most ``MAX_FRAME`` bytes, and at most ``MAX_FIRST_FRAME``
-  on a connection to our bus port until one frame decoded (whoever connects
-  must first speak the protocol: a peer's first frame is its MEET or PING);
+  on a connection to our bus port until a frame came from a member
+  (whoever connects must first speak the protocol as a member: a stranger
+  has nothing to send that needs more);
 * a frame's body is gathered in a list of reads and joined once, so a peer
   sending a big frame in small pieces costs O(frame), not O(frame^2);
 * ``cluster-link-sendbuf-limit``: the protocol is the streaming producer of
@@ -32,7 +45,7 @@ Limits (docs/limits.md):
 import struct
 
 from twisted.internet.interfaces import IPushProducer
-from twisted.internet.protocol import Factory
+from twisted.internet.protocol import Factory, Protocol
 from twisted.protocols.basic import Int32StringReceiver
 from zope.interface import implementer
 
@@ -46,6 +59,8 @@ log = logger("disque.bus")
 MAX_FRAME = 512 * 1024 * 1024 + 64 * 1024
 # A MEET or PING with the most gossip wire.decode accepts is ~300 KB.
 MAX_FIRST_FRAME = 1024 * 1024
+#: Connections to the bus port that have not proved themselves yet, at most.
+MAX_UNPROVEN = 64
 _PREFIX = struct.Struct(Int32StringReceiver.structFormat)
 _LENGTH = _PREFIX.pack  # the frame's length prefix
 
@@ -56,19 +71,22 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
     backlog = None  # bytes written since the transport said it is full; None: it is not
     _parts = None  # the reads of a frame still incomplete (_have bytes, _need wanted)
 
-    def __init__(self, runtime, node_id=None, on_connect=None):
+    def __init__(self, runtime, node_id=None, on_connect=None, unproven=None):
         self.runtime = runtime
         self.node_id = node_id
         self.on_connect = on_connect
         self.peer_host = b""
         self.local_host = b""
         self.closed = False
-        self.sender = None  # inbound connections: the node ID its frames carry
+        self.sender = None  # inbound connections: the member whose frames it carries
         self.handshake = None  # the cluster-password handshake while it runs
         self.authenticated = False  # no password, or the handshake is done
-        self._handshake_timeout = None
+        # Inbound connections: the set of unproven connections this one is
+        # in (BusServerFactory's), until it proves itself or closes (_stop_waiting).
+        self.unproven = unproven
+        self._deadline = None  # closes the connection if it has not proved itself by then
         if node_id is None:
-            self.MAX_LENGTH = MAX_FIRST_FRAME  # until a frame decoded
+            self.MAX_LENGTH = MAX_FIRST_FRAME  # until a member speaks
 
     def connectionMade(self):
         if hasattr(self.transport, "setTcpNoDelay"):
@@ -78,11 +96,14 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         self.transport.registerProducer(self, True)
         self.handshake = self.runtime.bus_handshake(initiator=self.node_id is not None)
         if self.handshake is None:
+            if self.unproven is not None:
+                self._deadline = self.runtime.reactor.callLater(auth.TIMEOUT, self._refuse,
+                                                                "no bus message within %g s" % auth.TIMEOUT)
             self._authenticated()
             return
         self._max_after_handshake, self.MAX_LENGTH = self.MAX_LENGTH, auth.MAX_FRAME
-        self._handshake_timeout = self.runtime.reactor.callLater(auth.TIMEOUT, self._handshake_failed,
-                                                                 "no handshake within %g s" % auth.TIMEOUT)
+        self._deadline = self.runtime.reactor.callLater(auth.TIMEOUT, self._refuse,
+                                                        "no handshake within %g s" % auth.TIMEOUT)
         self._write_frame(self.handshake.hello())
 
     def _authenticated(self):
@@ -130,27 +151,44 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
             log.warn("Dropping bus link from {peer}: {error}", peer=self.peer_host.decode(), error=str(e))
             self.close()
             return
-        if self.node_id is None and header.sender != self.sender:
+        if self.unproven is not None:  # its first frame: it speaks the protocol
+            self._stop_waiting()
+        self.runtime.bus_message(header, msg, self)
+        if self.node_id is None and header.sender != self.sender and not self.closed \
+                and self.runtime.bus_member(header.sender):
             self.MAX_LENGTH = MAX_FRAME
             self.sender = header.sender
             self.runtime.bus_inbound(self)
-        self.runtime.bus_message(header, msg, self)
 
     def _handshake_frame(self, frame):
         try:
             answer = self.handshake.receive(frame)
         except auth.AuthFailed as e:
-            self._handshake_failed(str(e))
+            self._refuse(str(e))
             return
         if answer is not None:
             self._write_frame(answer)
         if self.handshake.done:
             self._end_handshake()
+            self._stop_waiting()
             self.MAX_LENGTH = self._max_after_handshake
             self._authenticated()
 
-    def _handshake_failed(self, reason):
+    def _stop_waiting(self):
+        """The connection proved itself (the handshake is done, or without
+        a password its first frame decoded), or is closing: no deadline any
+        more, and it leaves the unproven ones."""
+        if self._deadline is not None and self._deadline.active():
+            self._deadline.cancel()
+        self._deadline = None
+        if self.unproven is not None:
+            self.unproven.discard(self)
+            self.unproven = None
+
+    def _refuse(self, reason):
+        """A failed handshake, or no proof in time: counted, logged, closed."""
         self._end_handshake()
+        self._stop_waiting()
         self.runtime.bus_auth_failed(self.peer_host.decode(), reason)
         # Closed, not aborted (see close): what is written is at most our two
         # handshake frames, and the peer must get our proof to see that it
@@ -159,9 +197,6 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         self.transport.loseConnection()
 
     def _end_handshake(self):
-        if self._handshake_timeout is not None and self._handshake_timeout.active():
-            self._handshake_timeout.cancel()
-        self._handshake_timeout = None
         if self.handshake is not None:
             self.handshake.release()
             self.handshake = None
@@ -171,7 +206,7 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
 
     def lengthLimitExceeded(self, length):
         if self.handshake is not None:
-            self._handshake_failed("frame of %d bytes during the handshake" % length)
+            self._refuse("frame of %d bytes during the handshake" % length)
             return
         log.warn("Dropping bus link from {peer}: frame of {n} bytes (at most {limit})",
                  peer=self.peer_host.decode(), n=length, limit=self.MAX_LENGTH)
@@ -213,6 +248,7 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
 
     def close(self):
         self.closed = True
+        self._stop_waiting()
         # Aborted: frames waiting for a peer that speaks garbage (and may not
         # read) are not owed to it, and a transport would not close while
         # they wait.
@@ -221,6 +257,7 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
     def connectionLost(self, reason):
         self.closed = True
         self._end_handshake()
+        self._stop_waiting()
         self._parts = None
         if getattr(self.transport, "producer", None) is self:
             self.transport.unregisterProducer()
@@ -230,17 +267,36 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
             self.runtime.bus_inbound_lost(self)
 
 
+class _Closed(Protocol):
+    """A connection the bus port does not take: closed as soon as made
+    (what a ``buildProtocol`` returning None does, but also under TLS,
+    whose wrapper needs a protocol to wrap)."""
+
+    def connectionMade(self):
+        self.transport.abortConnection()
+
+
 class BusServerFactory(Factory):
     """Accepts peers' connections on the bus port; closes them at once
     while the node loads its AOF (peers see it unreachable until its
-    state is back)."""
+    state is back), and when ``MAX_UNPROVEN`` connections are still to
+    prove themselves (counted and logged as a failed handshake).
+    Invariant: ``unproven`` holds exactly the connections accepted that
+    have neither proved themselves nor closed."""
 
     noisy = False
 
     def __init__(self, runtime):
         self.runtime = runtime
+        self.unproven = set()
 
     def buildProtocol(self, addr):
         if self.runtime.loading:
-            return None
-        return BusProtocol(self.runtime)
+            return _Closed()
+        if len(self.unproven) >= MAX_UNPROVEN:
+            self.runtime.bus_auth_failed(str(getattr(addr, "host", "?")), "%d bus connections are still to "
+                                         "prove themselves (at most %d)" % (len(self.unproven), MAX_UNPROVEN))
+            return _Closed()
+        protocol = BusProtocol(self.runtime, unproven=self.unproven)
+        self.unproven.add(protocol)
+        return protocol

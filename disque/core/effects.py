@@ -66,9 +66,14 @@ class Rekey(NamedTuple):
 
 class Notice(NamedTuple):
     """Something an operator should read in the log (a peer flagged as
-    failing, or back): one line, at info level."""
+    failing, or back, a node that joins or is forgotten): one line, at info
+    level.  What a stranger can repeat at will (a MEET, a message from a
+    node that is not a member) carries a ``key``: the runtime logs the
+    notices of one key at most once a minute, saying how many it folded
+    (disque.log_limit); None: every one is logged."""
 
     text: str
+    key: Any = None
 
 
 # One dispatch for every executor of effects (the node runtime, the

@@ -11,12 +11,25 @@ Membership ("Adding and removing nodes at runtime"):
   temporary ID and asks for a link to it.  When the link is up we send MEET;
   the PONG that answers carries the peer's real ID, and the temporary entry
   is renamed (or dropped, if that ID is already known).
-* A node receiving MEET from an unknown sender adds it at once: the sender
-  proved its ID by talking, and its address is the one it announces or,
-  if it announces none, the peer address of the connection.
+* A MEET from an unknown sender is a *claim*: the sender becomes a
+  handshake node under the ID it claims, at the address it announces or,
+  if it announces none, the peer address of the connection, and we link
+  to it.  It joins when the PONG on our link carries the ID it claimed; a
+  PONG carrying another ID drops the claim, and so does silence (the
+  handshake timeout).  Anyone who reaches the bus port can send a MEET:
+  a node becomes a member only by answering on a link of ours, which
+  ``cluster-password`` or ``tls-cluster`` authenticate.
 * PING, PONG and MEET carry gossip about a few known nodes; a node unknown
   to the receiver starts a handshake with it, so meeting one node of a
   cluster is enough and a chain of MEETs becomes a full mesh.
+* Members are the known nodes that are not in handshake: only they count
+  (``size``, ``reachable``, copies of jobs), are written to the node file,
+  and have their messages acted on.  A message from anyone else (unknown,
+  in handshake, claiming our own ID) is ignored, but for the MEET, PING and
+  PONG of a handshake, which are answered; each kind of message ignored is
+  logged once a minute per source address (:class:`~.effects.Notice`
+  keys), and so are MEETs from unknown senders.  Joins and forgotten
+  members are logged, each one.
 * Only well-formed node IDs and addresses join (:func:`valid_node_id`,
   :func:`valid_address`): a MEET, a handshake's PONG or gossip carrying
   anything else is not followed, so the node file always loads again.
@@ -60,6 +73,8 @@ from .effects import Link, Notice, Rekey, Send, SendLink, Unlink
 
 FORGET_BLACKLIST_MS = 60_000
 HANDSHAKE_TIMEOUT_MIN_MS = 1000
+# What a node in handshake sends (answered, but not acted on).
+_HANDSHAKE = (messages.Meet, messages.Ping, messages.Pong)
 _HEX_DIGITS = frozenset(b"0123456789abcdef")
 _MAX_PORT = 65535 - 10000  # its bus port (+10000) must exist
 
@@ -74,6 +89,11 @@ def valid_node_id(node_id: bytes) -> bool:
     return len(node_id) == 40 and _HEX_DIGITS.issuperset(node_id)
 
 
+def _text(data: bytes) -> str:
+    """Bytes a peer sent, for the log: printable ASCII, the rest escaped."""
+    return repr(bytes(data))[2:-1] if data else "?"
+
+
 def valid_address(host: bytes, port: int) -> bool:
     """A peer address the node can link to and write in its node file:
     a non-empty host of printable ASCII without spaces (an IPv6 address or
@@ -86,7 +106,7 @@ def valid_address(host: bytes, port: int) -> bool:
 class ClusterNode:
     __slots__ = ("id", "host", "port", "handshake", "pfail", "fail", "leaving", "ping_sent",
                  "pong_received", "ping_received", "last_ping", "fail_reports", "connected", "created", "meet",
-                 "explicit", "extensions")
+                 "explicit", "claimed_from", "extensions")
 
     def __init__(self, node_id: bytes, host: bytes = b"", port: int = 0, now: int = 0):
         self.id = node_id
@@ -95,6 +115,9 @@ class ClusterNode:
         self.handshake = False
         self.meet = False  # send MEET (not PING) when the link comes up
         self.explicit = False  # a handshake an operator asked for (CLUSTER MEET)
+        # A claim (a handshake under the ID its own MEET gave): the address
+        # that MEET came from; b"" for every other node.
+        self.claimed_from = b""
         self.pfail = False
         self.fail = False
         self.leaving = False
@@ -113,6 +136,10 @@ class ClusterNode:
     @property
     def reachable(self) -> bool:
         return not (self.handshake or self.pfail or self.fail)
+
+    def describe(self) -> str:
+        """``<ID prefix> (<host>:<port>)``, for the log."""
+        return "%s (%s:%d)" % (self.id[:8].decode(errors="replace"), self.host.decode(errors="replace"), self.port)
 
     def flag_names(self):
         names = []
@@ -170,6 +197,12 @@ class ClusterView:
 
     def peers(self):
         return [n for n in self.nodes.values() if n is not self.myself]
+
+    def is_member(self, node_id: bytes) -> bool:
+        """Whether ``node_id`` is a peer of the cluster: known, not in
+        handshake, not myself (see the module docstring)."""
+        node = self.nodes.get(node_id)
+        return node is not None and not node.handshake and node is not self.myself
 
     def active_peers(self, extensions: bool = False) -> list:
         """IDs of the reachable peers that are not leaving: the nodes that
@@ -250,10 +283,12 @@ class ClusterView:
 
     def meet(self, host: bytes, port: int, now: int, explicit: bool = False) -> None:
         """CLUSTER MEET (``explicit``) and gossip about an unknown node:
-        start a handshake unless a node, myself included, has that address.
-        An operator's MEET also wins over a recent FORGET; gossip does not."""
+        start a handshake unless a node, myself included, has that address
+        (a claim does not hold the address it announced: whoever answers
+        there first is the node).  An operator's MEET also wins over a
+        recent FORGET; gossip does not."""
         for n in self.nodes.values():
-            if n.host == host and n.port == port:
+            if n.host == host and n.port == port and not n.claimed_from:
                 return
         temp = ClusterNode(new_node_id(), host, port, now)
         temp.handshake = True
@@ -266,22 +301,24 @@ class ClusterView:
         node = self.nodes.get(node_id)
         if node is None or node is self.myself:
             return False
-        self._remove(node)
+        self._remove(node, "CLUSTER FORGET; gossip about it is ignored for %d s" % (FORGET_BLACKLIST_MS // 1000))
         self.blacklist[node_id] = now + FORGET_BLACKLIST_MS
         return True
 
-    def _remove(self, node) -> None:
+    def _remove(self, node, why: str = "") -> None:
+        """Drop ``node``; a member is logged as forgotten, ``why``."""
         del self.nodes[node.id]
         for other in self.nodes.values():
             other.fail_reports.pop(node.id, None)
         self.outbox.append(Unlink(node.id))
         if not node.handshake:
             self.dirty = True
+            self.outbox.append(Notice("Node %s forgotten: %s" % (node.describe(), why)))
 
     def reset(self, new_id=None) -> None:
         """CLUSTER RESET: forget every peer; HARD also takes a new ID."""
         for n in self.peers():
-            self._remove(n)
+            self._remove(n, "CLUSTER RESET")
         self.blacklist.clear()
         if new_id is not None:
             del self.nodes[self.myself.id]
@@ -326,26 +363,28 @@ class ClusterView:
 
     def receive(self, header: messages.Header, msg, link, now: int) -> bool:
         """Process a membership message; return whether the sender is a
-        known node (job messages from unknown senders are ignored)."""
+        member (the messages of anyone else are not acted on)."""
         self.received += 1
         kind = type(msg)
         sender = self.nodes.get(header.sender)
         via = getattr(link, "node_id", None)
-        if via is not None and via != header.sender:
+        if via is not None and kind is messages.Pong:
             pending = self.nodes.get(via)
-            if pending is not None and pending.handshake and kind is messages.Pong:
-                sender = self._complete_handshake(pending, header, now)
+            if pending is not None and pending.handshake:
+                sender = self._complete_handshake(pending, header, link)
         if kind is messages.Meet or kind is messages.Ping:
             if not self.myself.host and getattr(link, "local_host", b""):
                 self.myself.host = link.local_host
                 self.dirty = True
+            self.sent += 1
+            self.outbox.append(SendLink(link, messages.Pong(self._gossip(header.sender))))
             if sender is None and kind is messages.Meet and header.sender not in self.blacklist \
                     and header.sender != self.myself.id and valid_node_id(header.sender) \
                     and valid_address(header.host or getattr(link, "peer_host", b""), header.port):
-                sender = self._add_from_meet(header, link, now)
-            self.sent += 1
-            self.outbox.append(SendLink(link, messages.Pong(self._gossip(header.sender))))
+                sender = self._add_claim(header, link, now)  # (after the PONG: its handshake ends first)
         if sender is None or sender is self.myself or sender.handshake:
+            if kind not in _HANDSHAKE or (sender is None and via is None):
+                self._ignored(header, kind, link)
             return False
         sender.leaving = bool(header.flags & messages.H_LEAVING)
         sender.extensions = bool(header.flags & messages.H_EXTENSIONS)
@@ -369,19 +408,45 @@ class ClusterView:
             self._process_gossip(sender, msg.gossip, now)
         return True
 
-    def _add_from_meet(self, header, link, now):
-        host = header.host or getattr(link, "peer_host", b"")
+    def _add_claim(self, header, link, now):
+        """A MEET from an unknown sender: a handshake under the ID it
+        claims, linked to at once (see the module docstring).  Our link
+        sends it a PING, as Redis does for the nodes a MEET made: every
+        node answers a PING with a PONG, which is all the proof needs; a
+        MEET would make the node there take us as a claim in turn, and a
+        stranger could then introduce two clusters to each other."""
+        source = getattr(link, "peer_host", b"")
+        host = header.host or source
         node = ClusterNode(header.sender, host, header.port, now)
-        node.pong_received = now
+        node.handshake = True
+        node.claimed_from = source or b"?"
         self.nodes[node.id] = node
-        self.dirty = True
         self.outbox.append(Link(node.id, host, header.port))
+        self.outbox.append(Notice("Node %s asks to join (MEET from %s): it joins once it answers as itself "
+                                  "on a link of ours" % (node.describe(), _text(source)), ("meet", source)))
         return node
 
-    def _complete_handshake(self, pending, header, now):
+    def _complete_handshake(self, pending, header, link):
+        """The PONG on our link to the handshake node ``pending`` says who
+        is at its address: the node ``header.sender``.  It joins, unless it
+        is known already, is myself, was forgotten a moment ago, or is not
+        the node a claim named.  Returns the sender's node, or None."""
+        if pending.claimed_from:
+            if header.sender != pending.id:
+                self._remove(pending)
+                self.outbox.append(Notice(
+                    "Node %s asked to join (MEET from %s), but %s:%d answers as %s: not joined"
+                    % (pending.describe(), _text(pending.claimed_from), _text(pending.host), pending.port,
+                       _text(header.sender[:8])), ("claim", pending.claimed_from)))
+                return None
+            pending.claimed_from = b""
+            return self._joined(pending, header, link)
         old_id = pending.id
         del self.nodes[old_id]
         known = self.nodes.get(header.sender)
+        if known is not None and known.claimed_from:  # our link's answer beats a claim
+            self._remove(known)
+            known = None
         if pending.explicit:
             self.blacklist.pop(header.sender, None)
         if known is not None or header.sender == self.myself.id or header.sender in self.blacklist \
@@ -389,14 +454,27 @@ class ClusterView:
             self.outbox.append(Unlink(old_id))
             return known if known is not self.myself else None
         pending.id = header.sender
-        pending.handshake = False
-        pending.meet = False
-        if header.host and valid_address(header.host, pending.port):
-            pending.host = header.host
         self.nodes[pending.id] = pending
         self.outbox.append(Rekey(old_id, header.sender))
+        return self._joined(pending, header, link)
+
+    def _joined(self, node, header, link):
+        """``node``, in handshake, answered on our link as itself: a member."""
+        node.handshake = False
+        node.meet = False
+        if header.host and valid_address(header.host, node.port):
+            node.host = header.host
         self.dirty = True
-        return pending
+        self.outbox.append(Notice("Node %s joined the cluster (it answered on our link to %s)"
+                                  % (node.describe(), _text(getattr(link, "peer_host", b"")))))
+        return node
+
+    def _ignored(self, header, kind, link) -> None:
+        """A message not acted on: its sender is not a member."""
+        source = getattr(link, "peer_host", b"")
+        name = kind.__name__.upper()
+        self.outbox.append(Notice("Ignored %s from node %s (from %s): not a member of this cluster"
+                                  % (name, _text(header.sender[:8]), _text(source)), ("ignored", source, name)))
 
     def _process_gossip(self, sender, entries, now) -> None:
         for g in entries:
@@ -425,15 +503,11 @@ class ClusterView:
     def _flag_failed(self, node, why: str) -> None:
         node.fail = True
         node.pfail = True
-        self.outbox.append(Notice("Node %s (%s:%d) flagged as failing, %s"
-                                  % (node.id[:8].decode(errors="replace"), node.host.decode(errors="replace"),
-                                     node.port, why)))
+        self.outbox.append(Notice("Node %s flagged as failing, %s" % (node.describe(), why)))
 
     def _clear_failure(self, node) -> None:
         if node.fail:
-            self.outbox.append(Notice("Node %s (%s:%d) is reachable again: no longer failing"
-                                      % (node.id[:8].decode(errors="replace"), node.host.decode(errors="replace"),
-                                         node.port)))
+            self.outbox.append(Notice("Node %s is reachable again: no longer failing" % node.describe()))
         node.pfail = node.fail = False
 
     # -- periodic work -----------------------------------------------------
@@ -459,6 +533,10 @@ class ClusterView:
             if node.handshake:
                 if now - node.created > max(timeout, HANDSHAKE_TIMEOUT_MIN_MS):
                     self._remove(node)
+                    if node.claimed_from:
+                        self.outbox.append(Notice(
+                            "Node %s asked to join (MEET from %s) and did not answer on a link of ours: not joined"
+                            % (node.describe(), _text(node.claimed_from)), ("claim", node.claimed_from)))
                 continue
             if node.connected and now - node.last_ping >= interval and node.ping_sent == 0:
                 self._ping(node, now)
