@@ -174,14 +174,40 @@ class INodeRuntime(Interface):
         """Wall clock, microseconds."""
 
     def client_auth_failed(source):
-        """A client at address ``source`` sent a wrong AUTH password:
-        count it and log it, at most once a minute per source."""
+        """A client at address ``source`` sent a wrong password: count it
+        and log it, at most once a minute per source; return how many
+        seconds its answer must wait (0.0: none), the source having failed
+        too often in a row (:mod:`disque.failed_auth`)."""
+
+    def client_auth_succeeded(source):
+        """A client at address ``source`` gave a right password: its
+        failures are forgotten."""
+
+    def auth_refusal(source):
+        """None if a client at ``source`` may try a password, else the
+        error reply refusing it unchecked (counted): it failed too often
+        within a minute."""
+
+    def auth_gate(client):
+        """:meth:`auth_refusal` for a ``ClientState`` (AUTH asks it first)."""
+
+    def auth_failed(client, reply):
+        """A wrong AUTH from ``client``: counted and logged; ``reply``, or
+        a ``ReplySlot`` that delivers it once the delay is over."""
+
+    def auth_succeeded(client):
+        """A right AUTH from ``client``."""
 
     def process_info():
         """Mapping with the INFO server fields that come from the process."""
 
     def memory():
         """(used_memory, rss, peak) in bytes."""
+
+    def clients_memory():
+        """(limit, total): ``maxmemory-clients`` in bytes (0: none) and
+        what the client connections hold together (0 while there is no
+        limit: nothing is counted then)."""
 
     def cpu_times():
         """(sys, user, children sys, children user) seconds."""
