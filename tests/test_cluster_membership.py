@@ -258,7 +258,8 @@ def test_unknown_senders_are_ignored_except_meet():
     sim.nodes[0].bus_receive(stranger.cluster.header(), messages.DelJob(b"x" * 40), link)
     assert stranger.my_id not in sim.nodes[0].cluster.nodes
     sim.nodes[0].bus_receive(stranger.cluster.header(), messages.Meet(()), link)
-    assert stranger.my_id in sim.nodes[0].cluster.nodes
+    assert stranger.my_id in sim.nodes[0].cluster.nodes  # a claim, in handshake (tests/test_bus_strangers.py)
+    assert not sim.nodes[0].cluster.is_member(stranger.my_id)
 
 
 @pytest.mark.parametrize("sender,host,port", [

@@ -11,7 +11,7 @@ from twisted.internet.error import CannotListenError
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
 from disque.config import Config
-from disque.listeners import EndpointError
+from disque.listeners import EndpointError, beyond_loopback, bus_beyond_loopback, open_bus_refusal
 from disque.service import DisqueNodeService
 from disque.tap import Options, makeService
 
@@ -220,3 +220,58 @@ def test_twistd_listen_option_reaches_the_listeners(tmp_path):
         assert [(p, i) for p, _, i in tcp_servers(reactor)] == [(7900, "127.0.0.3"), (7901, ""), (17900, "127.0.0.1")]
     finally:
         service.stopService()
+
+
+# -- a bus beyond loopback must be closed (docs/security.md) -------------------
+
+@pytest.mark.parametrize("description, where", [
+    ("tcp:17711:interface=127.0.0.1", None),
+    ("tcp:17711:interface=127.9.8.7:backlog=5", None),  # all of 127.0.0.0/8
+    ("tcp6:17711:interface=\\:\\:1", None),
+    ("tcp:17711:127.0.0.1", None),  # the interface as tcp's positional argument
+    ("TCP:port=17711:interface=127.0.0.1", None),
+    ("unix:/run/disque-bus.sock", None),  # only this machine reaches it
+    ("ssl:17711:privateKey=/etc/k\\:1.pem:interface=127.0.0.1", None),
+    ("tcp:17711", "every interface"),
+    ("tcp:17711:interface=0.0.0.0", "every interface"),
+    ("tcp6:17711", "every interface"),
+    ("tcp6:17711:interface=\\:\\:", "every interface"),
+    ("tcp:17711:interface=10.0.0.5", "10.0.0.5"),
+    ("tcp:17711:10.0.0.5", "10.0.0.5"),
+    ("tcp6:17711:interface=fe80\\:\\:1", "fe80::1"),
+    ("tcp:17711:interface=localhost", "localhost"),  # a name may resolve to anything
+    ("ssl:17711:privateKey=k.pem", "every interface"),
+    ("systemd:domain=INET:index=0", "systemd:domain=INET:index=0"),  # cannot tell: the string itself
+])
+def test_beyond_loopback_reads_where_an_endpoint_string_listens(description, where):
+    assert beyond_loopback(description) == where
+
+
+def test_the_bus_is_beyond_loopback_where_bind_or_cluster_listen_puts_it():
+    def places(**directives):
+        config = Config.defaults()
+        config.apply_overrides(directives)
+        return bus_beyond_loopback(config)
+
+    assert places() == [] and places(bind="127.0.0.1 ::1") == []
+    assert places(bind="127.0.0.1 10.0.0.5") == ["10.0.0.5"]
+    assert places(bind="0.0.0.0") == ["every interface"]
+    # cluster-listen replaces what bind derives, both ways
+    assert places(bind="0.0.0.0", **{"cluster-listen": "tcp:17711:interface=127.0.0.1"}) == []
+    assert places(**{"cluster-listen": "tcp:17711 unix:/tmp/b.sock"}) == ["every interface"]
+
+
+def test_a_bus_beyond_loopback_needs_a_password_tls_or_a_trusted_network():
+    def refusal(password="", **directives):
+        config = Config.defaults()
+        config.apply_overrides(dict({"bind": "10.0.0.5"}, **directives))
+        return open_bus_refusal(config, password)
+
+    assert refusal() == ("the cluster bus listens beyond loopback (10.0.0.5) with neither cluster-password nor "
+                         "tls-cluster yes: anyone who can reach it could join the cluster; set one of them, or "
+                         "cluster-trusted-network yes if every host that can reach the bus may join")
+    assert "\n" not in refusal()
+    assert refusal("s3cret") is None
+    assert refusal(**{"cluster-trusted-network": "yes"}) is None
+    assert refusal(**{"tls-cluster": "yes"}) is None  # (a node needs certificates too: tests/test_tls.py)
+    assert refusal(bind="127.0.0.1") is None
