@@ -10,7 +10,8 @@ are reported here, and so are clients refused by protected mode
 
 The log (:class:`FailedAuth`) gets one warning per kind and source address
 when its first event comes, then nothing more from that source for
-:data:`WINDOW` seconds; the next line says how many it did not log.  A
+:data:`WINDOW` seconds; the next line says how many it did not log
+(:class:`disque.log_limit.LogLimit`).  A
 password-guessing client thus costs the log a line a minute, not a line
 per attempt.
 
@@ -33,6 +34,8 @@ treated as new: its next event is logged, its next failure the first).
 
 from collections import deque
 
+from .log_limit import LogLimit
+
 WINDOW = 60.0
 MAX_SOURCES = 4096
 
@@ -53,25 +56,13 @@ def client_source(client) -> str:
     return client.addr.rpartition(b":")[0].decode(errors="replace")
 
 
-def _prune(table, now, expired):
-    """Drop the oldest entries of ``table`` (a dict in the order of last
-    events) while they are ``expired(entry, now)`` or the table is over
-    :data:`MAX_SOURCES`; the latest entry always stays."""
-    while len(table) > 1:
-        oldest = next(iter(table))
-        if not expired(table[oldest], now) and len(table) <= MAX_SOURCES:
-            break
-        del table[oldest]
-
-
 class FailedAuth:
     """The log of failed authentications and refused clients.
     ``clock()``: seconds; ``log``: a twisted Logger."""
 
     def __init__(self, clock, log):
-        self._clock = clock
         self._log = log
-        self._sources = {}  # (kind, source) -> [when last logged, events not logged since], oldest first
+        self._limit = LogLimit(clock, WINDOW, MAX_SOURCES)  # keys: (kind, source)
 
     def record(self, kind: str, source: str, reason: str) -> bool:
         """Note a failure of ``kind`` ("client" or "bus") from ``source`` (an
@@ -86,23 +77,12 @@ class FailedAuth:
                           source=source, reason=reason)
 
     def _once(self, key, text, what, **fields) -> bool:
-        now = self._clock()
-        entry = self._sources.get(key)
-        if entry is not None and now - entry[0] < WINDOW:
-            entry[1] += 1
+        unlogged = self._limit.admit(key)
+        if unlogged is None:
             return False
-        unlogged = entry[1] if entry is not None else 0
         more = " (%d more %s not logged in the last minute)" % (unlogged, what) if unlogged else ""
         self._log.warn(text, more=more, **fields)
-        sources = self._sources
-        sources.pop(key, None)
-        sources[key] = [now, 0]
-        _prune(sources, now, _log_window_over)
         return True
-
-
-def _log_window_over(entry, now):
-    return now - entry[0] >= WINDOW
 
 
 class _Source:
@@ -158,7 +138,11 @@ class Throttle:
         if blocked:
             entry.blocked_until = now + BLOCK_SECONDS
             recent.clear()
-        _prune(sources, now, _forgotten)
+        while len(sources) > 1:  # the oldest, while forgotten or too many (never this one)
+            oldest = next(iter(sources))
+            if not _forgotten(sources[oldest], now) and len(sources) <= MAX_SOURCES:
+                break
+            del sources[oldest]
         excess = entry.streak - DELAY_AFTER
         delay = min(FIRST_DELAY * 2 ** min(excess - 1, 16), MAX_DELAY) if excess > 0 else 0.0
         return delay, blocked
