@@ -342,6 +342,19 @@ def wait_full_mesh(nodes, timeout=30.0):
     wait_for(meshed, timeout=timeout, interval=0.1, what="a full mesh of %d nodes" % n)
 
 
+TENANT_USERS = ("user alice on >alicepw ~a:* +@all", "user bob on >bobpw ~b:* +@all")
+
+
+def start_tenants(workdir) -> NodeProcess:
+    """A started node with two tenants: user ``alice`` (password
+    ``alicepw``) on the queues ``a:*``, user ``bob`` (``bobpw``) on ``b:*``."""
+    os.makedirs(str(workdir), exist_ok=True)
+    config = os.path.join(str(workdir), "tenants.conf")
+    with open(config, "w") as f:
+        f.write("".join(line + "\n" for line in TENANT_USERS))
+    return NodeProcess(workdir, config=config).start()
+
+
 def call(node, *args):
     """One command on a fresh connection to ``node``."""
     c = node.client()

@@ -1,6 +1,7 @@
 """The clients against real nodes: every command and error, AUTH and TLS,
-discovery from one node, failover when the current node is killed,
--LEAVING, and the consumer rule seen from job origins.
+two tenants (users with their own queues) on one node, discovery from one
+node, failover when the current node is killed, -LEAVING, and the consumer
+rule seen from job origins.
 
 Each test runs on both clients: the Twisted one (driven from the reactor
 thread of txsupport.py) and the blocking one, through the same calls."""
@@ -10,7 +11,7 @@ import time
 import pytest
 
 from disque.client import BlockingClient, DisqueClient, TLSOptions, errors
-from support import NodeProcess, call, free_port, wait_for
+from support import NodeProcess, call, free_port, start_tenants, wait_for
 from txsupport import Sync, reactor
 
 KINDS = ["twisted", "blocking"]
@@ -205,6 +206,60 @@ def test_auth(kind, tmp_path):
             bad.close()
     finally:
         node.stop()
+
+
+@pytest.fixture(scope="module")
+def tenants(tmp_path_factory):
+    node = start_tenants(tmp_path_factory.mktemp("client-tenants"))
+    yield node
+    node.stop()
+
+
+def test_tenants_keep_to_their_own_queues_and_jobs(kind, tenants):
+    alice = make_client(kind, [tenants], username="alice", password="alicepw")
+    bob = make_client(kind, [tenants], username="bob", password="bobpw")
+    qa, qb = "a:" + kind, "b:" + kind
+    try:
+        done = alice.add_job(qa, b"alice's", retry=60)
+        kept = alice.add_job(qa, b"alice's too", retry=60)
+        theirs = bob.add_job(qb, b"bob's", retry=60)
+        job = alice.get_job(qa, nohang=True)
+        assert job.id == done and alice.working(job) == 60 and alice.ack(job) == 1
+        started = time.monotonic()
+        for refused in (lambda: alice.add_job(qb, b"x"), lambda: alice.get_jobs(qb, nohang=True),
+                        lambda: alice.qlen(qb), lambda: alice.qpeek(qb, 1), lambda: alice.qstat(qb),
+                        lambda: alice.pause(qb, "all"), lambda: alice.show(theirs), lambda: alice.ack(theirs),
+                        lambda: alice.fast_ack(theirs), lambda: alice.nack(theirs),
+                        lambda: alice.working(theirs), lambda: alice.enqueue(theirs),
+                        lambda: alice.dequeue(theirs), lambda: alice.del_job(theirs),
+                        lambda: list(alice.jscan(queues=[qb]))):
+            with pytest.raises(errors.NoPermission, match="^NOPERM No permissions to access a (queue|job)$"):
+                refused()
+        assert time.monotonic() - started < 5  # each refused at once: no failover, no retry
+        assert alice.qlen(qa) == 1  # the client is still on its node, logged in as alice
+        # Her scans list her queues and jobs only.
+        assert qa in alice.qscan() and not [q for q in alice.qscan() if not q.startswith("a:")]
+        jobs = {j["id"]: j["queue"] for j in alice.jscan(reply="all")}
+        assert kept in jobs and theirs not in jobs and all(q.startswith("a:") for q in jobs.values())
+        # Bob's job is untouched: still queued, and his to take.
+        assert bob.show(theirs)["state"] == "queued" and bob.qlen(qb) == 1
+        job = bob.get_job(qb, nohang=True)
+        assert job.id == theirs and bob.ack(job) == 1
+        with pytest.raises(errors.NoPermission):
+            bob.show(kept)
+    finally:
+        alice.close()
+        bob.close()
+
+
+def test_a_refused_username_password_pair(kind, tenants):
+    for username, password in (("alice", "bobpw"), ("carol", "alicepw")):
+        c = make_client(kind, [tenants], username=username, password=password, failover_timeout=30)
+        started = time.monotonic()
+        with pytest.raises(errors.AuthError, match="WRONGPASS"):
+            c.qlen("a:q")
+        assert time.monotonic() - started < 5  # refused, not retried for failover_timeout
+        c.close()
 
 
 def test_tls(kind, tmp_path):

@@ -1,5 +1,6 @@
 """The worker against real clusters: ACK, NACK and WORKING under load, the
-graceful stop, a node killed under it, and ``twistd disque-worker``."""
+graceful stop, a node killed under it, workers of two tenants (users with
+their own queues) on one node, and ``twistd disque-worker``."""
 
 import os
 import signal
@@ -11,7 +12,7 @@ from twisted.internet import task
 
 from disque.client import BlockingClient, DisqueClient
 from disque.worker import Worker
-from support import call, wait_for
+from support import call, start_tenants, wait_for
 from txsupport import reactor, run
 
 
@@ -141,6 +142,39 @@ def test_worker_survives_the_death_of_its_node(trio):
         run(client.disconnect)
     assert run(lambda: client.node_address) != ("127.0.0.1", victim.port)
     producer.close()
+
+
+def test_workers_of_two_tenants(tmp_path):
+    node = start_tenants(tmp_path / "tenants")
+    alice = {"username": "alice", "password": "alicepw"}
+    bob = BlockingClient(seeds([node]), username="bob", password="bobpw")
+    producer = BlockingClient(seeds([node]), **alice)
+    workers = []
+
+    def start(queues):
+        worker = Worker(Recorder(fast_s=0.01), queues, nodes=seeds([node]), client_options=alice,
+                        fetch_timeout=100, reactor=reactor())
+        workers.append(worker)
+        run(worker.startService)
+        return worker
+    try:
+        theirs = bob.add_job("b:w", "bob's", retry=60)
+        mine = _add(producer, "a:w", ["j%d" % i for i in range(5)], retry=60)
+        own = start(["a:w"])
+        wait_for(lambda: run(lambda: own.stats["acked"]) == len(mine), timeout=20, what="alice's jobs acked")
+        assert set(own.handler.calls) == set(mine)
+        # A worker of alice's on bob's queue is refused its GETJOB (logged,
+        # tried again a second later): it takes nothing, bob's job stays his.
+        other = start(["b:w"])
+        wait_for(lambda: run(lambda: other.stats["fetch_errors"]) >= 1, timeout=20, what="a refused GETJOB")
+        assert run(lambda: other.stats["fetched"]) == 0 and other.handler.calls == {}
+        assert bob.qlen("b:w") == 1 and bob.show(theirs)["state"] == "queued"
+    finally:
+        for worker in workers:
+            run(worker.stopService)
+        bob.close()
+        producer.close()
+        node.stop()
 
 
 HANDLER = '''

@@ -1,12 +1,13 @@
 """Bad options fail the query with one clear message naming the problem:
 unknown option, no queue, unreachable nodes, wrong or missing password
-(a node started with --requirepass), for reads, streams and writes."""
+(a node started with --requirepass), a user's queues and another's (a
+node with two tenants), for reads, streams and writes."""
 
 import re
 
 import pytest
 
-from support import NodeProcess, free_port
+from support import NodeProcess, free_port, start_tenants
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +108,33 @@ def test_password(spark, tmp_path, secret_node):
     rows = spark.read.format("disque").option("nodes", addr).option("password", "secret") \
         .option("queue", "pq").load().collect()
     assert sorted(bytes(r.body) for r in rows) == [b"0", b"1", b"2"]
+
+
+def test_tenants(spark, tmp_path):
+    node = start_tenants(tmp_path / "tenants")
+    bob = node.client()
+    try:
+        addr = "127.0.0.1:%d" % node.port
+        alice = {"nodes": addr, "username": "alice", "password": "alicepw"}
+        assert bob.call("AUTH", "bob", "bobpw") == b"OK"
+        theirs = bob.call("ADDJOB", "b:s", "bob's", "0")
+        # alice writes and reads her queues (the executors log in as her)...
+        batch_write(spark, queue="a:s", **alice)()
+        rows = spark.read.format("disque").options(queue="a:s", **alice).load().collect()
+        assert sorted(bytes(r.body) for r in rows) == [b"0", b"1", b"2"]
+        # ...and every operation on bob's fails with the user named.
+        refused = "refused on node %s to user 'alice': NOPERM No permissions to access a queue" % addr
+        assert_one_message(error_of(batch_write(spark, queue="b:s", **alice)), "ADDJOB " + refused)
+        assert_one_message(error_of(batch_read(spark, queue="b:s", **alice)), "JSCAN " + refused)
+        assert_one_message(error_of(stream_read(spark, tmp_path, queue="b:s", **alice)), "GETJOB " + refused)
+        shown = bob.call("SHOW", theirs)
+        assert bob.call("QLEN", "b:s") == 1 and dict(zip(shown[::2], shown[1::2]))[b"state"] == b"queued"
+        wrong = dict(alice, password="bobpw")
+        assert_one_message(error_of(batch_read(spark, queue="a:s", **wrong)),
+                           "AUTH failed on node %s: WRONGPASS invalid username-password pair" % addr)
+    finally:
+        bob.close()
+        node.stop()
 
 
 def test_extension_options(spark, tmp_path):

@@ -13,8 +13,8 @@ import pytest
 
 from disque.spark.batch_read import assign_jobs
 from disque.client import errors
-from disque.spark.connection import (AuthError, ConnectError, Connection, PermissionDenied, ServerError,
-                                     discover, refusal)
+from disque.spark.connection import (AuthError, ConnectError, Connection, NoPermissionError,
+                                     ServerError, discover, refusal)
 from disque.spark.keys import content_hash, derived_key, node_order, stream_write_id, user_key
 from disque.spark.offsets import (initial_offset, job_count, make_offset, pack_ids, plan_partitions,
                                   unpack_ids)
@@ -77,7 +77,7 @@ def test_username_option_for_every_operation():
 def test_refusals_name_the_node_and_the_user():
     alice = SimpleNamespace(addr="127.0.0.1:7711", username="alice")
     e = refusal("ADDJOB", alice, ServerError("NOPERM No permissions to access a queue"))
-    assert isinstance(e, PermissionDenied) and isinstance(e, errors.NoPermission)
+    assert isinstance(e, NoPermissionError) and isinstance(e, errors.NoPermission)
     assert isinstance(e, DisqueSparkError)
     assert str(e) == ("disque: ADDJOB refused on node 127.0.0.1:7711 to user 'alice': "
                       "NOPERM No permissions to access a queue")

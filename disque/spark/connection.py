@@ -8,7 +8,7 @@ can check each one) and are raised by ``call``.
 cluster's node list with HELLO.  Every failure to reach or authenticate is
 raised as :class:`ConnectError` / :class:`AuthError` with one line that names
 the node and the problem; :func:`refusal` is the error for any other error
-reply that fails a task (:class:`PermissionDenied` for ``-NOPERM``: the
+reply that fails a task (:class:`NoPermissionError` for ``-NOPERM``: the
 ``username`` option's user may not touch the queue or the job).
 """
 
@@ -19,8 +19,8 @@ from ..client import errors as _errors
 from ..client.commands import parse_hello
 from ..client.connection import CONNECT_TIMEOUT_S, address, split_address
 
-__all__ = ["AuthError", "ConnectError", "Connection", "DisqueSparkError", "PermissionDenied", "ServerError",
-           "address", "check_auth", "discover", "hello", "refusal", "split_address"]
+__all__ = ["AuthError", "ConnectError", "Connection", "DisqueSparkError", "NoPermissionError",
+           "ServerError", "address", "check_auth", "discover", "hello", "refusal", "split_address"]
 
 
 class DisqueSparkError(Exception):
@@ -39,7 +39,7 @@ class AuthError(DisqueSparkError, _errors.AuthError):
     """Wrong or missing password (or username-password pair)."""
 
 
-class PermissionDenied(ServerError, _errors.NoPermission):
+class NoPermissionError(ServerError, _errors.NoPermission):
     """``-NOPERM``: the user of the ``username`` option may not run the
     command or touch the queue or job it names."""
 
@@ -63,7 +63,7 @@ def refusal(command: str, conn: Connection, reply: ServerError) -> DisqueSparkEr
     ``-NOPERM``).  A ``-NOAUTH`` is raised here, as :class:`AuthError`."""
     check_auth(reply, conn.addr)
     if str(reply).startswith("NOPERM"):
-        return PermissionDenied("disque: %s refused on node %s to user '%s': %s"
+        return NoPermissionError("disque: %s refused on node %s to user '%s': %s"
                                 % (command, conn.addr, conn.username or "default", reply))
     return DisqueSparkError("disque: %s failed on node %s: %s" % (command, conn.addr, reply))
 
@@ -82,7 +82,7 @@ def discover(seeds: Sequence[Tuple[str, int]], password: Optional[str],
     list (a node that is not a seed is found this way).  Raises
     :class:`ConnectError` naming every seed when none is reachable, and
     :class:`AuthError` on a wrong or missing password (not retried on the
-    other seeds: they share the password), :class:`PermissionDenied` when
+    other seeds: they share the password), :class:`NoPermissionError` when
     the user may not run HELLO."""
     errors = []
     for host, port in seeds:
