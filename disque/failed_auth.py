@@ -64,6 +64,10 @@ class FailedAuth:
         self._log = log
         self._limit = LogLimit(clock, WINDOW, MAX_SOURCES)  # keys: (kind, source)
 
+    def __len__(self):
+        """How many (kind, source) the log remembers."""
+        return len(self._limit)
+
     def record(self, kind: str, source: str, reason: str) -> bool:
         """Note a failure of ``kind`` ("client" or "bus") from ``source`` (an
         address); True if it was logged."""

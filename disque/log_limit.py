@@ -24,6 +24,10 @@ class LogLimit:
         self._max_keys = max_keys
         self._keys = {}  # key -> [when last let through, lines folded since], oldest first
 
+    def __len__(self):
+        """How many keys the table holds."""
+        return len(self._keys)
+
     def admit(self, key):
         """None if a line of ``key`` was let through less than a window ago
         (this one is folded, and counted); else the number folded since

@@ -166,5 +166,5 @@ def test_the_source_table_stays_bounded(step):
     for n in range(3 * MAX_SOURCES):
         failed.record("client", "source-%d" % n, "x")
         now[0] += step
-    assert len(failed._sources) == (MAX_SOURCES if step == 0 else 100)
+    assert len(failed) == (MAX_SOURCES if step == 0 else 100)
     assert len(log.lines) == 3 * MAX_SOURCES  # every new source was logged
