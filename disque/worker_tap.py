@@ -72,8 +72,9 @@ class Options(usage.Options):
          float],
         ["nack-delay", None, None, "Milliseconds a failed job waits before it is queued again (NACK ... DELAY; "
          "default: at once, or the job's BACKOFF).", _non_negative("--nack-delay")],
-        ["username", None, None, "User to log in as (AUTH username password; default: the default user)."],
-        ["password", None, None, "Password for AUTH."],
+        ["username", None, None, "User to log in as (AUTH username password; default: the default user, "
+         "or $DISQUE_USERNAME)."],
+        ["password", None, None, "Password for AUTH (default: $DISQUE_PASSWORD, which ps does not show)."],
         ["tls-ca-cert-file", None, None, "CA certificate to check the nodes' TLS certificates with (TLS on)."],
         ["tls-cert-file", None, None, "Client certificate for nodes with tls-auth-clients."],
         ["tls-key-file", None, None, "Key of --tls-cert-file."],
@@ -97,6 +98,9 @@ class Options(usage.Options):
         self["handler"] = load_handler(self["handler"])
         self["queues"] = [q for q in self["queues"].split(",") if q]
         self["nodes"] = [n for n in self["nodes"].split(",") if n]
+        for option, variable in (("username", "DISQUE_USERNAME"), ("password", "DISQUE_PASSWORD")):
+            if self[option] is None:
+                self[option] = os.environ.get(variable) or None
         if (self["tls-cert-file"] or self["tls-key-file"]) and not (self["tls-cert-file"] and self["tls-key-file"]):
             raise usage.UsageError("--tls-cert-file and --tls-key-file go together")
 

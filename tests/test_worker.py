@@ -287,6 +287,14 @@ def test_tap_username_and_password_reach_the_client(tmp_path, monkeypatch):
         options.parseOptions(["--handler", "wjobs2:handle", "--queues", "a:q"] + argv)
         client = makeService(options).client
         assert (client.username, client.password) == login
+    # from the environment, where ps does not show them; the options win
+    monkeypatch.setenv("DISQUE_USERNAME", "bob")
+    monkeypatch.setenv("DISQUE_PASSWORD", "bobpw")
+    for argv, login in (([], ("bob", "bobpw")), (["--password", "pw"], ("bob", "pw"))):
+        options = Options()
+        options.parseOptions(["--handler", "wjobs2:handle", "--queues", "a:q"] + argv)
+        client = makeService(options).client
+        assert (client.username, client.password) == login
 
 
 def test_stop_gives_up_a_getjob_stuck_in_failover():
