@@ -125,7 +125,8 @@ def render(runtime) -> bytes:
           "too often in a row.", stats.auth_delayed)
     e.one("disque_auth_refused_total", "counter", "Passwords refused unchecked: their source failed too "
           "often within a minute.", stats.auth_refused)
-    e.one("disque_bus_auth_failures_total", "counter", "Failed cluster-password handshakes on the bus.",
+    e.one("disque_bus_auth_failures_total", "counter", "Bus connections closed before they proved themselves (a failed "
+          "cluster-password handshake, nothing within 5 s, too many waiting).",
           stats.bus_auth_failures)
     limit, held = runtime.clients_memory()
     e.one("disque_client_memory_bytes", "gauge", "What client connections hold together (requests not run, "
