@@ -41,9 +41,13 @@ KNOWN_DIFFERENCES = {
     "INFO field mem_allocator":
         "Python's allocator, not jemalloc-4.0.3 (checked: non-empty)",
     "admin.md: COMMAND COUNT":
-        "ours has the original's commands and REVIVE, the one command of this project's extensions "
-        "(docs/extensions.md; every other extension is an option of an original command): one more "
-        "(checked: the original's count + 1)",
+        "ours has the original's commands, REVIVE (the one command of this project's extensions, "
+        "docs/extensions.md; every other extension is an option of an original command) and ACL "
+        "(users, docs/security.md): two more (checked: the original's count + 2)",
+    "errors.md: AUTH a b":
+        "AUTH takes a user name too, as in Redis 6 (AUTH username password: users, docs/security.md): "
+        "two arguments are a user and its password, and no user a has password b "
+        "(checked: Redis 6's -WRONGPASS)",
     "admin.md: DEBUG STRUCTSIZE":
         "C struct sizes of the original have no Python equivalent: ours are the "
         "sizes the memory estimate charges (checked: a bulk 'bits:64 job:<n> ...' line)",
@@ -125,11 +129,16 @@ RACES = {
 
 # Checks of the known differences that allow one (same signature).
 
-EXTENSION_COMMANDS = (b"revive",)
+EXTENSION_COMMANDS = (b"revive", b"acl")
 
 
 def known_command_count(exp, ours, r):
     want = (":", exp[1] + len(EXTENSION_COMMANDS))
+    return [] if ours == want else ["expected %r" % (want,)]
+
+
+def known_auth_with_user(exp, ours, r):
+    want = ("-", b"WRONGPASS invalid username-password pair or user is disabled.")
     return [] if ours == want else ["expected %r" % (want,)]
 
 
@@ -241,6 +250,7 @@ def known_pause_in_flight(exp, ours, r):
 KNOWN_CHECKS = {
     "admin.md: COMMAND COUNT": known_command_count,
     "admin.md: DEBUG STRUCTSIZE": known_structsize,
+    "errors.md: AUTH a b": known_auth_with_user,
     "cluster.md: CLUSTER INFO (immediately after MEET)": known_meet_in_progress,
     "cluster.md: [B:7913] PAUSE pbq state": known_pause_in_flight,
     "cluster.md: C (no jobs in pbq)": known_pause_in_flight,
