@@ -264,6 +264,12 @@ class User:
                 return True
         return False
 
+    def may_job(self, job) -> bool:
+        """Whether the user may touch ``job`` (one this node knows): its
+        queue, and for a dead letter the queue it came from, too."""
+        return self.may_queue(job.queue) and not (
+            job.opts is not None and job.opts.dead_from and not self.may_queue(job.opts.dead_from))
+
     def denial(self, name: bytes, argv, jobs):
         """None if the user may run ``argv`` (command ``name``, its
         original name), else ``(reason, object, reply)`` for the refusal:
@@ -284,8 +290,7 @@ class User:
         if ids is not None:
             for job_id in ids(argv):
                 job = jobs.get(job_id)
-                if job is None or not self.may_queue(job.queue) or \
-                        (job.opts is not None and job.opts.dead_from and not self.may_queue(job.opts.dead_from)):
+                if job is None or not self.may_job(job):
                     return b"job", job_id, NOPERM_JOB
         return None
 

@@ -15,7 +15,8 @@ looks at ``bind``).  Setting a password for the default user
 each connection, so CONFIG SET takes effect for the next one.
 
 The HTTP side applies the same rule through :func:`refuses` with the
-request's peer address (``request.getClientAddress()``).
+request's peer address (``request.getClientAddress()``), at each request
+(disque.http.access).
 """
 
 import ipaddress
@@ -36,6 +37,9 @@ DENIED = (
     b"'--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You "
     b"only need to do one of the above things in order for the server to start accepting connections "
     b"from the outside.\r\n")
+
+#: Why a refused client was refused, as the log says it.
+DENIED_REASON = "protected mode is enabled and no password is set for the default user"
 
 #: Redis 7's reply to DEBUG when ``enable-debug-command`` does not allow it.
 DEBUG_NOT_ALLOWED = (
