@@ -22,7 +22,9 @@ goes through the real parser:
 ``--live`` runs the same inputs against a real ``twistd -n disque`` node
 over sockets (``--target resp``: its client port from many concurrent
 connections; ``bus``: its bus port, each connection announcing itself with
-a MEET first so that job messages reach their handlers), while a victim
+a MEET first, from a sender that joined the node's cluster by answering
+its link back (:class:`FuzzPeers`), so that job messages reach their
+handlers), while a victim
 client's jobs sit in a queue no fuzz input names.  After every batch the
 node must answer PING within ``--ping-timeout`` seconds; at the end its
 log must hold no traceback, the victim's jobs must be exactly as added
@@ -43,6 +45,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import Counter
@@ -461,10 +464,94 @@ class LiveNode:
     def cluster_nodes(self):
         return self.ctl.call(b"CLUSTER", b"NODES").decode(errors="replace").strip().splitlines()
 
+    def is_member(self, node_id):
+        """``node_id`` is in CLUSTER NODES, not in handshake."""
+        return any(line.split()[0] == node_id.decode() and "handshake" not in line.split()[2]
+                   for line in self.cluster_nodes())
+
     def stop(self):
         for c in (self.ctl, self.victim):
             c.close()
         self.node.stop()
+
+
+class FuzzPeers:
+    """The live bus fuzzer's senders as members of the node's cluster.  A
+    MEET from an unknown node only makes a claim, which joins once it
+    answers the node's own link as the node it claims to be
+    (disque.core.membership): each sender gets a bus port of its own on
+    127.0.0.1, where a thread answers every PING and MEET with a PONG from
+    that sender (and reads and drops whatever else the node sends)."""
+
+    HOST = b"127.0.0.1"
+
+    def __init__(self, senders):
+        self.sel = selectors.DefaultSelector()
+        self.ports = {}  # sender -> the client port it announces (its bus: + 10000)
+        for sender in senders:
+            listener = socket.socket()
+            listener.bind((self.HOST.decode(), 0))
+            while listener.getsockname()[1] <= 10000:  # a client port must exist below it
+                listener.close()
+                listener = socket.socket()
+                listener.bind((self.HOST.decode(), 0))
+            listener.listen(16)
+            listener.setblocking(False)
+            self.ports[sender] = listener.getsockname()[1] - 10000
+            self.sel.register(listener, selectors.EVENT_READ, (sender, None))
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def meet(self, sender):
+        """A framed MEET from ``sender``, announcing its own bus port."""
+        frame = wire.encode(messages.Header(sender, self.HOST, self.ports[sender], 0), messages.Meet(()))
+        return _FRAME_LEN(len(frame)) + frame
+
+    def _serve(self):
+        while self.running:
+            for key, _ in self.sel.select(0.1):
+                sender, buf = key.data
+                if buf is None:  # a listener: the node's link connects
+                    conn, _ = key.fileobj.accept()
+                    conn.setblocking(False)
+                    self.sel.register(conn, selectors.EVENT_READ, (sender, bytearray()))
+                    continue
+                try:
+                    data = key.fileobj.recv(1 << 16)
+                except OSError:
+                    data = b""
+                if not data:
+                    self.sel.unregister(key.fileobj)
+                    key.fileobj.close()
+                    continue
+                buf += data
+                self._answer(key.fileobj, sender, buf)
+
+    def _answer(self, conn, sender, buf):
+        while len(buf) >= 4:
+            n = wire._U32.unpack_from(buf)[0]
+            if len(buf) < 4 + n:
+                return
+            frame = bytes(buf[4:4 + n])
+            del buf[:4 + n]
+            try:
+                _, msg = wire.decode(frame)
+            except wire.WireError:
+                continue
+            if type(msg) in (messages.Ping, messages.Meet):
+                pong = wire.encode(messages.Header(sender, self.HOST, self.ports[sender], 0), messages.Pong(()))
+                try:
+                    conn.sendall(_FRAME_LEN(len(pong)) + pong)
+                except OSError:
+                    return
+
+    def stop(self):
+        self.running = False
+        self.thread.join()
+        for key in list(self.sel.get_map().values()):
+            key.fileobj.close()
+        self.sel.close()
 
 
 def _connection_payloads(rng, items, per_conn, prefix=b""):
@@ -550,10 +637,14 @@ def fuzz_live(target, count, seed, args):
     tmp = tempfile.mkdtemp(prefix="disque-fuzz-")
     env = dict(kv.split("=", 1) for kv in args.node_env) or None
     live = LiveNode(tmp, rng, env, args.node_set)
+    pool = [bytes(rng.choice(b"0123456789abcdef") for _ in range(40)) for _ in range(4)]
+    peers = FuzzPeers(pool) if target == "bus" else None
     try:
-        _fuzz_live(target, count, seed, args, report, rng, live)
+        _fuzz_live(target, count, seed, args, report, rng, live, pool, peers)
     finally:
         live.stop()
+        if peers is not None:
+            peers.stop()
     if report.finding_count:
         report.extra["node directory (log)"] = tmp
     else:
@@ -561,20 +652,25 @@ def fuzz_live(target, count, seed, args):
     return report
 
 
-def _fuzz_live(target, count, seed, args, report, rng, live):
+def _fuzz_live(target, count, seed, args, report, rng, live, pool, peers):
     port = live.node.port + (10000 if target == "bus" else 0)
     pump = Pump("127.0.0.1", port, rng, args.concurrency, args.ping_timeout, check_replies=target == "resp")
     if target == "resp":
         pump.describe = live.client_line
-    pool = [bytes(rng.choice(b"0123456789abcdef") for _ in range(40)) for _ in range(4)]
     senders = set(pool)  # grows with every sender a MEET announces
     if target == "resp":
         gen = RespGen(seed)
     else:
         gen = BusGen(seed, senders=pool, live=True)
-        # Each bus connection says who it is first, as a peer does: the
-        # node adds the sender, and job messages from it reach the core.
-        announced = (gen.host, live.node.port + 1)  # an address links to fail at (see BusGen)
+        # The senders join first (FuzzPeers answer the node's links), then
+        # each bus connection says who it is first, as a peer does: job
+        # messages from it reach the core.
+        pump.run([peers.meet(sender) for sender in pool])
+        deadline = time.monotonic() + 10
+        while not all(live.is_member(sender) for sender in pool) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not all(live.is_member(sender) for sender in pool):
+            report.finding("membership", "the fuzzer's senders did not join: %r" % live.cluster_nodes())
     rss = {"start": rss_kb(live.pid)}
     sent = deleted = 0
     half = count // 2
@@ -593,9 +689,7 @@ def _fuzz_live(target, count, seed, args, report, rng, live):
             items = _bus_items(gen, rng, n, report, senders)
             payloads = []
             for p in _connection_payloads(rng, items, args.per_conn):
-                meet = wire.encode(messages.Header(rng.choice(pool), announced[0], announced[1], 0),
-                                   messages.Meet(()))
-                payloads.append(_FRAME_LEN(len(meet)) + meet + p)
+                payloads.append(peers.meet(rng.choice(pool)) + p)
         pump.run(payloads)
         sent += n
         if not live.alive():
