@@ -12,7 +12,7 @@ import pytest
 
 from disque.core import effects, messages
 from disque.core.errors import CommandError
-from disque.core.membership import parse_nodes_file
+from disque.core.membership import MAX_CLAIMS, parse_nodes_file
 from disque.testing import HOST, SimCluster, SimLink
 
 FAKE = b"f" * 40  # the ID a stranger makes up
@@ -37,7 +37,7 @@ def default_replicate(node):
     return min(3, node.cluster.size)
 
 
-def record(job_id=b"D-ffffffff-0123456789abcdefghijklm-05a1", queue=b"q"):
+def record(job_id=b"D-ffffffff-0123456789abcdefghijklmn-05a1", queue=b"q"):
     return messages.JobRecord(job_id, queue, b"planted", 1, 0, 10 ** 13, 0, 60, 0, 0, (FAKE,))
 
 
@@ -185,3 +185,20 @@ def test_membership_traffic_of_a_handshake_is_answered_and_not_logged(pair):
     for msg in (messages.Ping(()), messages.Meet(())):
         out = from_stranger(a, msg)
         assert [type(e) for e in out] == [effects.SendLink]
+
+
+def test_claims_in_progress_are_capped():
+    """Each claim is a link dialling the address its MEET gave: a flood of
+    MEETs under made-up IDs makes at most MAX_CLAIMS of them; the rest are
+    ignored (and logged) until claims expire."""
+    sim = SimCluster(1)
+    node = sim.nodes[0]
+    node.set_time(sim.now)
+    links = 0
+    for i in range(MAX_CLAIMS + 10):
+        out = from_stranger(node, messages.Meet(()), sender=b"%040x" % (i + 1))
+        links += sum(1 for e in out if type(e) is effects.Link)
+    assert links == MAX_CLAIMS == sum(1 for n in node.cluster.nodes.values() if n.claimed_from)
+    assert [n.key for n in out if type(n) is effects.Notice] == [("ignored", STRANGER_HOST, "MEET")]
+    sim.advance(16000)  # they expire: room again
+    assert any(type(e) is effects.Link for e in from_stranger(node, messages.Meet(())))

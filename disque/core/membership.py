@@ -16,7 +16,7 @@ Membership ("Adding and removing nodes at runtime"):
   if it announces none, the peer address of the connection, and we link
   to it.  It joins when the PONG on our link carries the ID it claimed; a
   PONG carrying another ID drops the claim, and so does silence (the
-  handshake timeout).  Anyone who reaches the bus port can send a MEET:
+  handshake timeout).  At most ``MAX_CLAIMS`` are in progress at once.  Anyone who reaches the bus port can send a MEET:
   a node becomes a member only by answering on a link of ours, which
   ``cluster-password`` or ``tls-cluster`` authenticate.
 * PING, PONG and MEET carry gossip about a few known nodes; a node unknown
@@ -73,6 +73,11 @@ from .effects import Link, Notice, Rekey, Send, SendLink, Unlink
 
 FORGET_BLACKLIST_MS = 60_000
 HANDSHAKE_TIMEOUT_MIN_MS = 1000
+# Claims in progress at most: each is a link dialling the address a MEET
+# gave, so a stranger's flood of MEETs must not make thousands; past it a
+# MEET from an unknown node is ignored (and logged), as gossip will bring
+# a real node again.
+MAX_CLAIMS = 64
 # What a node in handshake sends (answered, but not acted on).
 _HANDSHAKE = (messages.Meet, messages.Ping, messages.Pong)
 _HEX_DIGITS = frozenset(b"0123456789abcdef")
@@ -380,7 +385,8 @@ class ClusterView:
             self.outbox.append(SendLink(link, messages.Pong(self._gossip(header.sender))))
             if sender is None and kind is messages.Meet and header.sender not in self.blacklist \
                     and header.sender != self.myself.id and valid_node_id(header.sender) \
-                    and valid_address(header.host or getattr(link, "peer_host", b""), header.port):
+                    and valid_address(header.host or getattr(link, "peer_host", b""), header.port) \
+                    and sum(1 for n in self.nodes.values() if n.claimed_from) < MAX_CLAIMS:
                 sender = self._add_claim(header, link, now)  # (after the PONG: its handshake ends first)
         if sender is None or sender is self.myself or sender.handshake:
             if kind not in _HANDSHAKE or (sender is None and via is None):
