@@ -29,9 +29,33 @@ class BatchOutput:
     """What a connection keeps until its batch ends (mixed into the RESP and
     bus protocols, which have ``runtime`` and ``transport``).  Invariant:
     ``outbuf`` is None, or non-empty and the connection is in
-    ``runtime.pending_output`` exactly once."""
+    ``runtime.pending_output`` or (``held``) in ``runtime.held_output``
+    exactly once."""
 
     outbuf = None
+    held = False  # its output waits for the AOF (NodeRuntime.end_turn): hold() / release()
+    _held_sum = (0, 0)  # (chunks, bytes) of outbuf summed by held_bytes() while held
+    counted = None  # maxmemory-clients' last figure (disque.client_memory); None: not counted (bus links)
+
+    def hold(self) -> None:
+        self.held = True
+
+    def release(self) -> None:
+        self.held = False
+        self._held_sum = (0, 0)
+
+    def held_bytes(self) -> int:
+        """What the output held for the AOF holds (0 when none is held).
+        Each chunk is summed once: a held ``outbuf`` only grows until its
+        release."""
+        out = self.outbuf
+        if not self.held or out is None:
+            return 0
+        chunks, n = self._held_sum
+        for i in range(chunks, len(out)):
+            n += len(out[i])
+        self._held_sum = (len(out), n)
+        return n
 
     def keep(self, *chunks: bytes) -> None:
         """Keep ``chunks`` for the next :meth:`take_output`."""

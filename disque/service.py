@@ -40,6 +40,7 @@ from .core import messages
 from .core.effects import execute
 from .core.node import NodeState
 from .config import ConfigSetError
+from .client_memory import ClientMemory, effective_limit
 from .failed_auth import BLOCK_AFTER, BLOCK_SECONDS, FailedAuth, Throttle, client_source
 from .heap import heap_freezer
 from .idle import IdleClients
@@ -133,6 +134,12 @@ class NodeRuntime:
         persistence.on_error = self._persistence_error
         self.loading = False  # the AOF loads in the background (start_loading)
         self.ctx = Context(self.node, config, self)
+        # maxmemory-clients: while it is set (counting_clients), client
+        # connections report what they hold to client_memory.
+        self.client_memory = ClientMemory(self.ctx.clients, self.ctx.stats, reactor.seconds)
+        self.counting_clients = False
+        config.on_change("maxmemory-clients", self._set_client_memory_limit)
+        config.on_change("maxmemory", self._set_client_memory_limit)  # a share of it
         self.start_time = reactor.seconds()
         self.run_id = os.urandom(20).hex()
         self.peak_memory = 0
@@ -160,6 +167,13 @@ class NodeRuntime:
         config.on_change("client-query-buffer-limit", lambda n: setattr(self, "query_buffer_limit", n))
         config.on_change("proto-max-bulk-len", self._set_max_bulk_len)
         config.on_change("cluster-link-sendbuf-limit", lambda n: setattr(self, "bus_sendbuf_limit", n))
+
+    def _set_client_memory_limit(self, _value):
+        """``maxmemory-clients``, in bytes or a share of ``maxmemory``."""
+        config = self.config
+        limit = effective_limit(config["maxmemory-clients"], config["maxmemory"])
+        self.client_memory.set_limit(limit)
+        self.counting_clients = bool(limit)
 
     def _set_max_bulk_len(self, n):
         """``proto-max-bulk-len``: for new clients, and at once for the
@@ -289,13 +303,21 @@ class NodeRuntime:
         persisted, self.persisted = self.persisted, False
         if durable:
             if self.held_output:
+                for conn in self.held_output:
+                    conn.release()
                 self.pending_output[:0] = self.held_output
                 self.held_output = []
         elif persisted and self.pending_output:
+            for conn in self.pending_output:
+                conn.hold()
             self.held_output += self.pending_output
             self.pending_output = []
         if self.pending_output:  # after the AOF: no reply before what it acknowledges
             self.flush_output()
+        if self.counting_clients:
+            if self.held_output:  # (what a held connection gets meanwhile stays)
+                self.client_memory.report_all(self.held_output)
+            self.client_memory.check()
 
     def _persistence_error(self, error):
         """The AOF entered (an OSError) or left (None) its error state:
@@ -324,6 +346,8 @@ class NodeRuntime:
         self.pending_output = []
         for conn in pending:
             conn.flush()
+        if self.counting_clients:  # their output left, or waits for their transport
+            self.client_memory.report_all(pending)
 
     # -- the cluster bus ---------------------------------------------------
 
@@ -574,6 +598,10 @@ class NodeRuntime:
         self.peak_memory = max(self.peak_memory, rss)
         return self.node.memory.used(), rss, self.peak_memory
 
+    def clients_memory(self):
+        memory = self.client_memory
+        return memory.limit, memory.total
+
     def cpu_times(self):
         t = os.times()
         return t.system, t.user, t.children_system, t.children_user
@@ -718,10 +746,10 @@ class DisqueNodeService(MultiService):
         if http_frontend is not None:  # the HTTP side (disque/http/): off while http-port is 0
             from twisted.internet.endpoints import quoteStringArgument
 
-            from .http.site import PasswordSite
+            from .http.access import AccessSite
 
             description = "tcp:%d:interface=%s" % (config["http-port"], quoteStringArgument(config["http-bind"]))
-            site = PasswordSite(http_frontend.resource(self), runtime)
+            site = AccessSite(http_frontend.resource(self), runtime)
             endpoint = server_endpoint(reactor, "http-port", description)
             if config["http-tls"]:
                 endpoint = TLSServerEndpoint(endpoint, self.tls.server("http"))

@@ -210,6 +210,27 @@ def test_a_monitor_that_does_not_read_is_dropped_at_the_hard_limit(tmp_path):
         node.stop()
 
 
+def test_the_biggest_client_is_evicted_past_maxmemory_clients_and_the_others_served(tmp_path):
+    """A client pipelining SHOWs of a 300 KB job without reading its replies
+    holds up to a batch of them (1 MB) once the kernel's and Twisted's
+    buffers are full: past maxmemory-clients it is closed, logged and
+    counted, and a client that reads its replies keeps working."""
+    node = NodeProcess(tmp_path / "node", args=["--set", "maxmemory-clients=512kb"]).start()
+    try:
+        normal = node.client()
+        job_id = normal.call("ADDJOB", "big", "j" * 300_000, "0").decode()
+        hog = socket.create_connection(("127.0.0.1", node.port))
+        hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        closed_by_node(hog, Client.encode("SHOW", job_id) * 10_000)  # 3 GB of replies asked for
+        hog.close()
+        wait_for(lambda: "Evicting client" in node.log(), what="the eviction logged")
+        assert info(normal, "stats")["evicted_clients"] == "1"
+        assert int(info(normal, "memory")["mem_clients_normal"]) < 512 * 1024
+        assert normal.call("PING") == b"PONG" and normal.call("QLEN", "big") == 1
+    finally:
+        node.stop()
+
+
 # -- idle clients, keepalive ----------------------------------------------------------
 
 def test_idle_clients_are_closed_and_waiting_ones_kept(tmp_path):

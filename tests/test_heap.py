@@ -32,7 +32,8 @@ NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Conf
                  "Jobs", "Queues", "Memory", "Federation", "AddJob", "GetJob", "Requeue", "Acks", "DeadLetters",
                  "Latency", "Histogram",  # the node's latency histograms (three, made with it)
                  "FailedAuth", "Throttle", "Nonces",  # the runtime's authentication records
-                 "LogLimit"}  # and the one of its notices
+                 "LogLimit",  # and the one of its notices
+                 "ClientMemory"}  # maxmemory-clients' running total
 
 
 def _workload(runtime, clock):

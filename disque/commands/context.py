@@ -23,6 +23,7 @@ class ClientState:
     __slots__ = (
         "id", "addr", "laddr", "conn", "name", "ctime", "atime", "last_cmd",
         "authenticated", "reply_mode", "monitor", "qbuf", "lib_name", "lib_ver", "user", "local",
+        "no_evict",
     )
 
     def __init__(self, client_id: int, addr: bytes, conn, now_s: int, laddr: bytes = b""):
@@ -42,13 +43,14 @@ class ClientState:
         self.lib_name = b""
         self.lib_ver = b""
         self.local = False  # connected from loopback or a Unix socket (disque.protection.is_local)
+        self.no_evict = False  # CLIENT NO-EVICT on: never closed by maxmemory-clients
 
 
 class Stats:
     """Counters reported by INFO stats; reset by CONFIG RESETSTAT."""
 
     __slots__ = ("connections", "commands", "net_in", "net_out", "rejected", "auth_failures", "auth_delayed",
-                 "auth_refused", "bus_auth_failures", "ops_samples", "last_sample")
+                 "auth_refused", "bus_auth_failures", "evicted_clients", "ops_samples", "last_sample")
 
     def __init__(self):
         self.reset()
@@ -63,6 +65,7 @@ class Stats:
         self.auth_delayed = 0  # of which answered late (disque.failed_auth.Throttle)
         self.auth_refused = 0  # AUTHs refused unread: their source failed too often
         self.bus_auth_failures = 0  # failed cluster-password handshakes
+        self.evicted_clients = 0  # closed by maxmemory-clients (disque.client_memory)
         # (ms, commands, net_in, net_out) samples for instantaneous rates.
         self.ops_samples = deque(maxlen=16)
         self.last_sample = 0

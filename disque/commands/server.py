@@ -112,7 +112,13 @@ def info_memory(ctx):
         ("used_memory_peak_human", _human(peak)),
         ("mem_fragmentation_ratio", (rss / used) if used else 0.0),
         ("mem_allocator", "pymalloc"),
-    ])
+    ] + _while_clients_limited(ctx, "mem_clients_normal", ctx.runtime.clients_memory()[1]))
+
+
+def _while_clients_limited(ctx, name, value):
+    """Redis 7's field ``name`` while ``maxmemory-clients`` is set or has
+    closed a client (so INFO is the original's otherwise)."""
+    return [(name, value)] if ctx.runtime.clients_memory()[0] or ctx.stats.evicted_clients else []
 
 
 def info_jobs(ctx):
@@ -137,7 +143,7 @@ def info_stats(ctx):
         ("instantaneous_output_kbps", kout), ("rejected_connections", s.rejected),
         ("latest_fork_usec", 0), ("auth_failures", s.auth_failures), ("auth_delayed", s.auth_delayed),
         ("auth_refused", s.auth_refused), ("bus_auth_failures", s.bus_auth_failures),
-    ])
+    ] + _while_clients_limited(ctx, "evicted_clients", s.evicted_clients))
 
 
 def info_cpu(ctx):
@@ -307,6 +313,9 @@ def client_(ctx, client, argv):
         return reply.OK
     if sub == b"id" and argc == 2:
         return reply.integer(client.id)
+    if sub == b"no-evict" and argc == 3 and argv[2].lower() in (b"on", b"off"):
+        client.no_evict = argv[2].lower() == b"on"  # maxmemory-clients never closes it (Redis 7)
+        return reply.OK
     return CLIENT_SYNTAX
 
 

@@ -32,6 +32,8 @@ client's requests hold before they run -- the parser's unparsed bytes and
 the arguments of an incomplete request (:meth:`RequestParser.held`) plus
 the requests waiting behind a parked command -- and a client past it is
 closed at once, with a log line, as in the original.
+What a connection holds in all (:meth:`RespProtocol.memory`) is what
+``maxmemory-clients`` adds up over every client (:mod:`disque.client_memory`).
 ``proto-max-bulk-len`` is the parser's bulk limit (``-ERR Protocol error:
 invalid bulk length``).
 
@@ -99,6 +101,8 @@ class RespProtocol(BatchOutput, Protocol):
     queued = 0  # request_size(self.pending)
     held_back = False  # a batch stopped at BATCH_OUTPUT: self.pending goes on once written
     cert_user_pending = False  # tls-auth-clients-user cn: the certificate names the user (first read)
+    slotted = 0  # bytes of replies queued behind an unfilled reply slot
+    counted = 0  # what maxmemory-clients last counted for this connection (disque.client_memory)
     _go_on_call = None
 
     def __init__(self, runtime):
@@ -162,6 +166,7 @@ class RespProtocol(BatchOutput, Protocol):
     def resumeProducing(self):
         self.backlog = self.over_soft_since = None
         self.transport.resumeProducing()
+        self._count_memory()
         if self.held_back:
             self._schedule_go_on()
 
@@ -170,6 +175,7 @@ class RespProtocol(BatchOutput, Protocol):
 
     def connectionLost(self, reason=None):
         self.closing = True
+        self.runtime.client_memory.forget(self)
         if self._go_on_call is not None and self._go_on_call.active():
             self._go_on_call.cancel()
         if getattr(self.transport, "producer", None) is self:
@@ -216,6 +222,8 @@ class RespProtocol(BatchOutput, Protocol):
             self._emit(out)
         if error is not None:
             self.close()
+        if runtime.counting_clients:
+            runtime.client_memory.report(self)
         runtime.after_batch()
 
     def _parse(self, data=None):
@@ -282,10 +290,15 @@ class RespProtocol(BatchOutput, Protocol):
         log.warn("Closing client that reached max query buffer length: addr={addr} qbuf={qbuf} "
                  "held={held} (qbuf initial bytes: {head!r})", addr=self.client.addr.decode(),
                  qbuf=self.parser.pending(), held=self.parser.held() + self.queued, head=self.parser.peek(64))
+        self.abort()
+
+    def abort(self):
+        """Close at once, dropping what waits for this client (requests,
+        replies): they may never be read.  For the client limits."""
         self.closing = True
         self.pending.clear()
         self.queued = 0
-        self.transport.abortConnection()  # its replies may never be read either
+        self.transport.abortConnection()
 
     def _run(self, commands, out=None):
         """Execute ``commands`` until one parks the client; queue the rest.
@@ -392,10 +405,21 @@ class RespProtocol(BatchOutput, Protocol):
     def _output_limit_reached(self, waiting):
         log.warn("Client {addr} closed for overcoming of output buffer limits ({n} bytes waiting)",
                  addr=self.client.addr.decode(), n=waiting)
-        self.closing = True
-        self.pending.clear()
-        self.queued = 0
-        self.transport.abortConnection()  # what waits may never be read
+        self.abort()
+
+    def memory(self) -> int:
+        """What this connection holds, for ``maxmemory-clients``
+        (:mod:`disque.client_memory`): its requests not run yet (what
+        ``client-query-buffer-limit`` bounds), its replies queued behind an
+        unfilled slot or held while the AOF cannot take the records they
+        acknowledge, and the output written while its transport is full
+        (what ``client-output-buffer-limit`` bounds)."""
+        return self.parser.held() + self.queued + self.slotted + self.held_bytes() + (self.backlog or 0)
+
+    def _count_memory(self):
+        runtime = self.runtime
+        if runtime.counting_clients:
+            runtime.client_memory.report(self)
 
     def _emit(self, out):
         """Write ``out`` (one batch of replies), or queue it behind a reply
@@ -404,6 +428,7 @@ class RespProtocol(BatchOutput, Protocol):
             self._write(b"".join(out))
         else:
             self.slots.extend(out)
+            self.slotted += sum(len(item) for item in out if type(item) is bytes)
             self.slot_filled()
 
     def slot_filled(self):
@@ -418,6 +443,8 @@ class RespProtocol(BatchOutput, Protocol):
                 if item.payload is None:
                     break
                 item = item.payload
+            else:
+                self.slotted -= len(item)
             ready.append(item)
             slots.popleft()
         if not slots:
@@ -456,6 +483,7 @@ class RespProtocol(BatchOutput, Protocol):
             self._emit(out)
         if error is not None and not (self.parked or self.pending):
             self.close()
+        self._count_memory()
 
     def close(self):
         """Close once what was written is sent.  Twisted's loseConnection
