@@ -376,6 +376,7 @@ def test_settable_parameters_are_those_of_the_original():
     assert {s.name for s in SPECS if s.settable and not s.original} == {
         "dedup-window", "max-deliveries", "output-flush", "cluster-password", "client-query-buffer-limit", "proto-max-bulk-len",
         "cluster-link-sendbuf-limit", "metrics-max-queues", "aof-load-damaged", "acllog-max-len", "protected-mode",
+        "maxmemory-clients", "http-allowed-hosts",
             "tls-auth-clients-user"} | {
         "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-ca-cert-dir", "tls-auth-clients", "tls-protocols",
         "tls-ciphers", "tls-ciphersuites"}
@@ -704,6 +705,8 @@ def _value_strategy(spec):
     if spec.kind == "mem":
         units = st.sampled_from(["", "b", "k", "kb", "m", "mb", "g", "gb", "K", "GB"])
         return st.builds(lambda n, u: "%d%s" % (n, u), st.integers(0, 10 ** 6), units)
+    if spec.kind == "share":
+        return st.integers(0, 10 ** 6).map(str) | st.integers(0, 100).map("{}%".format)
     if spec.kind == "bool":
         return st.sampled_from(["yes", "no", "YES", "No"])
     if spec.kind == "enum":

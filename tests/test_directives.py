@@ -357,6 +357,33 @@ def _client_query_buffer_limit(make):
         assert any("Closing client that reached max query buffer length" in t for t in texts(events)) is closed
 
 
+@effect("maxmemory-clients")
+def _maxmemory_clients(make):
+    """What all clients hold together (here one request of 300 KB, more to
+    come): past the limit the biggest client is closed.  A share of
+    maxmemory follows maxmemory; CONFIG SET applies at once."""
+    request = b"*2\r\n$4\r\nPING\r\n$400000\r\n" + b"x" * 300000
+    for directives, closed in (({}, False), ({"maxmemory-clients": "256kb"}, True),
+                               ({"maxmemory-clients": "512kb"}, False),
+                               ({"maxmemory": "2mb", "maxmemory-clients": "10%"}, True),
+                               ({"maxmemory": "4mb", "maxmemory-clients": "10%"}, False)):
+        node = make(**directives)
+        holder, other = node.connect(), node.connect()
+        with captured_log() as events:
+            holder.proto.dataReceived(request)
+        assert holder.closed is closed and holder.tr.disconnected is closed and not other.closed
+        assert any("Evicting client" in t for t in texts(events)) is closed
+    node = make()
+    holder, admin = node.connect(), node.connect()
+    holder.proto.dataReceived(request)
+    assert admin.call("CONFIG", "SET", "maxmemory-clients", "10%") == b"+OK\r\n"  # of 1 GB
+    assert admin.call("CONFIG", "GET", "maxmemory-clients") == b"*2\r\n$17\r\nmaxmemory-clients\r\n$3\r\n10%\r\n"
+    assert not holder.closed
+    assert admin.call("CONFIG", "SET", "maxmemory", "2mb") == b"+OK\r\n"  # 10% is now 205 KB
+    assert holder.closed and b"evicted_clients:1\r\n" in admin.call("INFO", "STATS")
+    assert admin.call("CONFIG", "SET", "maxmemory-clients", "101%").startswith(b"-ERR Invalid argument")
+
+
 @effect("proto-max-bulk-len")
 def _proto_max_bulk_len(make):
     header = b"*2\r\n$4\r\nPING\r\n$2000000\r\n"
@@ -562,28 +589,29 @@ def _federation_policy(make):
 
 # -- the HTTP side (disque/http/) -------------------------------------------------
 
-def http_get(node, path, headers=b""):
+def http_get(node, path, headers=b"", host=b"localhost"):
     """(status line, headers and body) of GET ``path`` on the node's HTTP
-    listener, in memory."""
+    listener, in memory, from loopback."""
     from twisted.internet.address import IPv4Address
 
     [site] = [f for port, f, *_ in node.reactor.tcpServers if port == node.config["http-port"]]
-    proto = site.buildProtocol(IPv4Address("TCP", "192.168.1.9", 40000))
-    tr = StringTransport(peerAddress=IPv4Address("TCP", "192.168.1.9", 40000))
+    proto = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40000))
+    tr = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
     proto.makeConnection(tr)
-    proto.dataReceived(b"GET " + path + b" HTTP/1.1\r\nHost: n\r\nConnection: close\r\n" + headers + b"\r\n")
+    proto.dataReceived(b"GET " + path + b" HTTP/1.1\r\nHost: " + host + b"\r\nConnection: close\r\n" + headers
+                       + b"\r\n")
     head, _, body = tr.value().partition(b"\r\n\r\n")
     return head, body
 
 
 @effect("http-port", "http-bind", "http-frontend")
 def _http(make):
-    from disque.http.site import PasswordSite
+    from disque.http.access import AccessSite
 
     assert [p[0] for p in make().reactor.tcpServers] == [7711, 17711]  # off by default
     node = make(**{"http-port": "8080", "http-bind": "10.1.2.3"})
     [(port, site, _, interface)] = [p for p in node.reactor.tcpServers if p[0] == 8080]
-    assert isinstance(site, PasswordSite) and interface == "10.1.2.3"
+    assert isinstance(site, AccessSite) and interface == "10.1.2.3"
     head, body = http_get(node, b"/metrics")
     assert head.startswith(b"HTTP/1.1 200") and b"text/plain; version=0.0.4" in head
     assert b"disque_jobs 0\n" in body
@@ -608,6 +636,23 @@ def test_http_side_needs_requirepass_when_set(make):
     assert b"auth_failures:1\r\n" in admin.call("INFO", "STATS")  # counted like a wrong AUTH
     admin.call("CONFIG", "SET", "requirepass", "")
     assert http_get(node, b"/metrics")[0].startswith(b"HTTP/1.1 200")  # at once
+
+
+@effect("http-allowed-hosts")
+def _http_allowed_hosts(make):
+    """A Host header naming something else than localhost, an IP address
+    or these names is refused (421, DNS rebinding); "*" allows any
+    (tests/test_http_access.py has the rest)."""
+    node = make(**{"http-port": "8080"})
+    node.connect().call("ADDJOB", "q", "the-body", "0")
+    foreign = http_get(node, b"/api/queues/q", host=b"dash.example")
+    assert foreign[0].startswith(b"HTTP/1.1 421") and b"the-body" not in foreign[1]
+    node = make(**{"http-port": "8080", "http-allowed-hosts": "dash.example"})
+    node.connect().call("ADDJOB", "q", "the-body", "0")
+    assert b"the-body" in http_get(node, b"/api/queues/q", host=b"dash.example")[1]
+    assert http_get(node, b"/api/queues/q", host=b"evil.example")[0].startswith(b"HTTP/1.1 421")
+    with pytest.raises(ConfigError, match="'dash.example:80' is not a host name"):
+        make(**{"http-allowed-hosts": "dash.example:80"})
 
 
 @effect("metrics-max-queues")
