@@ -330,7 +330,7 @@ KINDS = {
                   "must be an octal mode between 0 and 777") and int(a[0], 8),
                   lambda v: "%o" % v, _one(lambda v: b"%o" % v)),
     "list": Kind(-1, "<address> [<address> ...]", lambda s, a, c: _need(len(a) <= 16, "at most "
-                 "16 addresses are allowed") and list(a), " ".join,
+                 "16 addresses are allowed") and all(map(s.check or bool, a)) and list(a), " ".join,
                  lambda s, v: [(b" ".join(map(_safe_word, v)), v != s.default)] if v else []),
     "obl": Kind(4, "<class> <hard limit> <soft limit> <soft seconds>", _p_obl,
                 lambda v: " ".join("%s %d %d %d" % (c, *lim) for c, lim in v.items()), _dump_obl),
@@ -397,6 +397,18 @@ def _set_obl(spec, text, cur):
             raise _Bad("bad group")
         new[cls] = tuple(int(w) for w in nums)
     return new
+
+
+def _set_words(spec, text, cur):
+    """CONFIG SET of a list directive: its words, space separated."""
+    return KINDS[spec.kind].parse(spec, text.split(), cur)
+
+
+def _check_host_name(text):
+    """An ``http-allowed-hosts`` word: ``*`` or a host name as a Host
+    header carries it, without the port."""
+    return _need(text == "*" or re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", text),
+                 "'%s' is not a host name: letters, digits, '.', '-', '_' and no port (or * for any)" % text)
 
 
 def _set_keepalive(spec, text, cur):
@@ -512,6 +524,9 @@ SPECS = (
     _S("http-bind", "str", "127.0.0.1", original=False),
     _S("http-frontend", "str", "default", original=False, check=lambda t: _need(t, "must not be empty")),
     _S("http-tls", "bool", False, original=False),
+    # Host header names the HTTP side answers to besides localhost, IP
+    # addresses and http-bind (disque/http/access.py); "*": any.
+    _S("http-allowed-hosts", "list", [], True, original=False, check=_check_host_name, runtime=_set_words),
     _S("metrics-max-queues", "int", 50, True, original=False, lo=0, hi=100000),
     _S("tls-port", "int", 0, original=False, lo=0, hi=65535),
     _S("tls-cert-file", "str", "", True, original=False, nullable=True),

@@ -160,7 +160,11 @@ class IHTTPFrontend(Interface):
     def resource(service):
         """The root ``IResource`` for ``service`` (the
         ``disque.service.DisqueNodeService`` being built; its ``runtime`` is
-        ready).  The service wraps it in the ``requirepass`` check."""
+        ready).  The service puts :class:`disque.http.access.AccessSite` in
+        front of it (security headers, the Host check, protected mode,
+        authentication): a request that reaches the tree has
+        ``request.acl_user``, the ``disque.acl.User`` it runs as, whose
+        permissions the tree checks."""
 
 
 class IHTTPFrontendFactory(IStrategyFactory):

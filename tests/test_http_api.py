@@ -39,7 +39,7 @@ def request(node, method, path, headers=b"", body=b""):
     proto = site.buildProtocol(addr)
     tr = StringTransport(peerAddress=addr)
     proto.makeConnection(tr)
-    proto.dataReceived(b"%s %s HTTP/1.1\r\nHost: n\r\nConnection: close\r\nContent-Length: %d\r\n%s\r\n%s"
+    proto.dataReceived(b"%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: %d\r\n%s\r\n%s"
                        % (method, path, len(body), headers, body))
     head, _, raw = tr.value().partition(b"\r\n\r\n")
     status = int(head.split(b" ")[1])
@@ -71,7 +71,7 @@ def test_node_and_queues_report_what_the_commands_see(make):
     node.advance(2.0)
     status, info = get(node, b"/api/node")
     assert status == 200
-    assert info["id"] == node.runtime.node.my_id.decode() and info["actions"] is False
+    assert info["id"] == node.runtime.node.my_id.decode() and info["actions"] is True  # the default user: +@all
     assert info["jobs"] == {"total": 3, "wait_repl": 0, "active": 0, "queued": 3, "acked": 0}
     assert info["latency"]["getjob_wait"]["count"] == 1
     assert info["latency"]["add_to_ack"]["count"] == 1
@@ -140,11 +140,13 @@ def test_nodes_lists_the_cluster_view(make):
     assert me["myself"] and me["up"] and me["id"] == nodes["myself"] and me["flags"] == "myself"
 
 
-def test_actions_need_requirepass_and_the_header(make):
+def test_actions_need_the_header_and_the_password_when_set(make):
     open_node = make(**{"http-port": "8080"})
-    assert post(open_node, b"/api/queues/q/pause", {"state": "all"}, headers=ACTION) == (
-        403, {"error": "-ERR HTTP actions need requirepass: set a password to enable them"})
+    assert post(open_node, b"/api/queues/q/pause", {"state": "all"}, headers=b"") == (
+        403, {"error": "-ERR actions need the header X-Disque-Action: 1"})
     assert open_node.runtime.node.queues.get(b"q") is None
+    # no password: the default user (+@all) acts, as it would over RESP (from loopback: protected mode)
+    assert post(open_node, b"/api/queues/q/pause", {"state": "all"}, headers=ACTION)[1]["paused"] == "all"
     node = make(**{"http-port": "8080", "requirepass": "s3cret"})
     assert post(node, b"/api/queues/q/pause", {"state": "all"}, headers=ACTION)[0] == 401
     assert post(node, b"/api/queues/q/pause", {"state": "all"}, headers=PASSWORD)[0] == 403  # no header

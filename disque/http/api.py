@@ -12,16 +12,24 @@ Reads (GET)::
 
 Actions (POST, with the header ``X-Disque-Action: 1``)::
 
-    /api/queues/<name>/pause   {"state": "in"|"out"|"all"|"none", "bcast": bool}
+    /api/queues/<name>/pause   {"state": "in"|"out"|"all"|"none", "bcast": bool}: PAUSE
     /api/jobs/<id>/requeue     ENQUEUE
     /api/jobs/<id>/delete      ACKJOB: gone from every node holding a copy
 
-While the AOF loads, actions answer 503 ``-LOADING`` (reads show what is
-loaded so far, and the progress).  Actions need ``requirepass``: without it they are refused (403), since
-anyone who reaches the port could run them; with it the site already asked
-for the password.  The header is a guard against cross-site requests: a
-page of another origin cannot send it without the browser asking this
-node first (CORS), which the node never allows.
+Every request runs as its user (``request.acl_user``, set by
+disque.http.access).  A read is checked as the RESP command it stands for
+(INFO for the node, the cluster and the rates; QSCAN for the queue list,
+QPEEK for a queue, SHOW for a job: @inspect, and the queue's or job's
+patterns), so it shows a user what that command would: the queue list
+holds only the queues it may touch, another tenant's queue or job answers
+403 ``-NOPERM`` (a job this node does not know too, for a user limited to
+some queues: as SHOW, it cannot tell whose it is), never its body.  An
+action *is* its RESP command, run through the node's dispatcher as the
+user (disque.http.dispatch): the ACL check, MONITOR, the slow log and the
+stats see it, and its reply becomes the answer (-NOPERM 403, -LOADING and
+-MISCONF 503, other errors 400).  The header is a guard against
+cross-site requests: a page of another origin cannot send it without the
+browser asking this node first (CORS), which the node never allows.
 
 Errors are JSON too: ``{"error": "-ERR ..."}`` with the original's texts
 where a command says the same thing, and the HTTP status that fits.
@@ -38,15 +46,21 @@ from twisted.web import resource
 
 from ..commands.jobs import job_fields
 from ..core.jobid import is_valid as is_valid_id
-from ..core.queue import PAUSE_NAMES, PAUSED_ALL, PAUSED_IN, PAUSED_OUT
+from ..core.queue import PAUSE_NAMES, PAUSED_ALL
 from .. import DISQUE_VERSION
+from .dispatch import http_error, refused, run
 from .metrics import longest_first
 
 PEEK_DEFAULT = 50
 PEEK_MAX = 1000
 QUEUES_DEFAULT = 1000
 BODY_PREVIEW = 1024  # bytes of each body in a queue's job list
-PAUSE_STATES = {"none": 0, "in": PAUSED_IN, "out": PAUSED_OUT, "all": PAUSED_ALL}
+PAUSE_STATES = ("none", "in", "out", "all")
+#: The commands the actions are: the dashboard offers them to a user who
+#: may run all three.
+ACTION_COMMANDS = (b"pause", b"enqueue", b"ackjob")
+INFO = [b"INFO"]
+NOJOB = "-NOJOB Job not known in the context of this node."
 
 
 class ApiError(Exception):
@@ -128,7 +142,6 @@ class Api(resource.Resource):
 
     def render(self, request):
         request.setHeader(b"content-type", b"application/json")
-        request.setHeader(b"cache-control", b"no-store")
         path = _route(request.postpath)
         method = request.method
         try:
@@ -143,32 +156,40 @@ class Api(resource.Resource):
             result = {"error": e.text}
         return json.dumps(result, separators=(",", ":")).encode()
 
+    def _may(self, request, argv):
+        """Raise 403 with the -NOPERM text unless the request's user may run
+        ``argv``, the RESP command the read stands for."""
+        no = refused(self.runtime, request, argv)
+        if no is not None:
+            raise ApiError(*http_error(no))
+
     def _read(self, request, path):
         runtime = self.runtime
         runtime.set_time()
-        if path == [b"node"]:
-            return self.node_info()
-        if path == [b"nodes"]:
-            return self.nodes()
+        user = request.acl_user
+        if path in ([b"node"], [b"nodes"], [b"rates"]):
+            self._may(request, INFO)
+            if path == [b"node"]:
+                return self.node_info(user)
+            if path == [b"nodes"]:
+                return self.nodes()
+            return {"interval": 1, "samples": list(self.rates.samples)}
         if path == [b"queues"]:
-            return self.queues(_arg(request, b"filter", ""),
+            self._may(request, [b"QSCAN", b"0"])
+            return self.queues(user, _arg(request, b"filter", ""),
                                _int_arg(request, b"limit", QUEUES_DEFAULT, 0, 1 << 30))
         if len(path) == 2 and path[0] == b"queues":
-            return self.queue(path[1], _int_arg(request, b"count", PEEK_DEFAULT, 0, PEEK_MAX))
+            self._may(request, [b"QPEEK", path[1], b"0"])
+            return self.queue(user, path[1], _int_arg(request, b"count", PEEK_DEFAULT, 0, PEEK_MAX))
         if len(path) == 2 and path[0] == b"jobs":
+            _valid_id(path[1])
+            self._may(request, [b"SHOW", path[1]])
             return job_json(runtime.node, self._job(path[1]))
-        if path == [b"rates"]:
-            return {"interval": 1, "samples": list(self.rates.samples)}
         raise ApiError(404, "-ERR no such resource")
 
     def _act(self, request, path):
-        runtime = self.runtime
         if request.getHeader(b"x-disque-action") != b"1":
             raise ApiError(403, "-ERR actions need the header X-Disque-Action: 1")
-        if not runtime.config["requirepass"]:
-            raise ApiError(403, "-ERR HTTP actions need requirepass: set a password to enable them")
-        if runtime.loading:  # the jobs are not all back yet: as clients get -LOADING
-            raise ApiError(503, "-LOADING Disque is loading the dataset in memory")
         if len(path) != 3 or path[0] not in (b"queues", b"jobs"):
             raise ApiError(404, "-ERR no such action")
         try:
@@ -177,22 +198,26 @@ class Api(resource.Resource):
             raise ApiError(400, "-ERR the request body is not JSON") from None
         if not isinstance(body, dict):
             raise ApiError(400, "-ERR the request body must be a JSON object")
-        runtime.set_time()
-        node = runtime.node
-        try:
-            if path[0] == b"queues" and path[2] == b"pause":
-                return self.pause(path[1], body)
-            if path[0] == b"jobs" and path[2] == b"requeue":
-                return {"requeued": node.requeue.enqueue_jobs([self._job(path[1]).id])}
-            if path[0] == b"jobs" and path[2] == b"delete":
-                return {"deleted": node.acks.ack_jobs([self._job(path[1]).id])}
-        finally:
-            runtime.after_batch()  # the bus messages and AOF records the action made
+        if path[0] == b"queues" and path[2] == b"pause":
+            return self.pause(request, path[1], body)
+        if path[0] == b"jobs" and path[2] == b"requeue":
+            return {"requeued": self._job_command(request, b"ENQUEUE", path[1])}
+        if path[0] == b"jobs" and path[2] == b"delete":
+            return {"deleted": self._job_command(request, b"ACKJOB", path[1])}
         raise ApiError(404, "-ERR no such action")
+
+    def _command(self, request, argv) -> bytes:
+        """Run ``argv`` as the request's user (disque.http.dispatch); its
+        reply, or ApiError for an error reply."""
+        reply = run(self.runtime, request, argv)
+        error = http_error(reply)
+        if error is not None:
+            raise ApiError(*error)
+        return reply
 
     # -- reads ---------------------------------------------------------------
 
-    def node_info(self):
+    def node_info(self, user):
         runtime = self.runtime
         node = runtime.node
         process = runtime.process_info()
@@ -208,7 +233,7 @@ class Api(resource.Resource):
             "persistence": dict(runtime.persistence_info()),
             "latency": {name: {"count": getattr(latency, name).count, "p50": getattr(latency, name).quantile(0.5),
                                "p99": getattr(latency, name).quantile(0.99)} for name, _ in latency.NAMES},
-            "actions": bool(runtime.config["requirepass"]),
+            "actions": all(user.may_run(name, (name,)) for name in ACTION_COMMANDS),
         }
 
     def nodes(self):
@@ -238,12 +263,16 @@ class Api(resource.Resource):
             "paused": _text(PAUSE_NAMES[q.flags & PAUSED_ALL]), "blocked": len(q.waiting) if q.waiting else 0,
         }
 
-    def queues(self, text: str, limit: int):
+    def queues(self, user, text: str, limit: int):
+        """The queues ``user`` may touch (all of them, for most users), as
+        QSCAN shows a tenant its own."""
         node = self.runtime.node
         wanted = text.encode("utf-8")
-        chosen = [q for q in node.queues.values() if wanted in q.name] if wanted else list(node.queues.values())
+        mine = list(node.queues.values()) if user.all_queues else [
+            q for q in node.queues.values() if user.may_queue(q.name)]
+        chosen = [q for q in mine if wanted in q.name] if wanted else mine
         shown = heapq.nsmallest(limit, chosen, key=longest_first)
-        return {"time": node.now, "total": len(node.queues), "matching": len(chosen),
+        return {"time": node.now, "total": len(mine), "matching": len(chosen),
                 "queues": [self._queue_row(q) for q in shown]}
 
     def _queue(self, name: bytes):
@@ -252,29 +281,47 @@ class Api(resource.Resource):
             raise ApiError(404, "-ERR no such queue on this node")
         return q
 
-    def queue(self, name: bytes, count: int):
+    def queue(self, user, name: bytes, count: int):
+        """A queue and its oldest jobs: those ``user`` may see (a dead
+        letter that came from another tenant's queue is left out)."""
         q = self._queue(name)
         node = self.runtime.node
-        return {"queue": self._queue_row(q), "jobs": [job_json(node, j, BODY_PREVIEW) for j in q.jobs.head(count)]}
+        jobs = q.jobs.head(count)
+        if not user.all_queues:
+            jobs = [j for j in jobs if user.may_job(j)]
+        return {"queue": self._queue_row(q), "jobs": [job_json(node, j, BODY_PREVIEW) for j in jobs]}
 
     def _job(self, job_id: bytes):
-        if not is_valid_id(job_id):
-            raise ApiError(400, "-BADID Invalid Job ID format.")
         job = self.runtime.node.jobs.get(job_id)
         if job is None:
-            raise ApiError(404, "-NOJOB Job not known in the context of this node.")
+            raise ApiError(404, NOJOB)
         return job
 
     # -- actions -------------------------------------------------------------
 
-    def pause(self, name: bytes, body: dict):
-        """PAUSE <queue> <state> [BCAST], as the command does it."""
+    def pause(self, request, name: bytes, body: dict):
+        """PAUSE <queue> <state> [BCAST]."""
         state = body.get("state")
         if state not in PAUSE_STATES:
             raise ApiError(400, "-ERR state must be one of none, in, out, all")
-        node = self.runtime.node
-        flags = node.queues.set_pause(name, PAUSE_STATES[state], True)
-        if body.get("bcast"):
-            node.queues.broadcast_pause(name, flags)
-        q = node.queues.get(name)
-        return {"queue": self._queue_row(q) if q is not None else None, "paused": state}
+        argv = [b"PAUSE", name, state.encode()] + ([b"BCAST"] if body.get("bcast") else [])
+        now = self._command(request, argv)[1:].rstrip(b"\r\n")
+        q = self.runtime.node.queues.get(name)
+        return {"queue": self._queue_row(q) if q is not None else None, "paused": _text(now)}
+
+    def _job_command(self, request, command: bytes, job_id: bytes) -> int:
+        """``command <job_id>`` (ENQUEUE, ACKJOB): how many jobs it counted.
+        404 for a job this node does not know, without running it, for a
+        user who may touch every queue (for one limited to some, the
+        command's -NOPERM: it cannot tell whose the job is); not while
+        the AOF loads, where the command answers -LOADING."""
+        _valid_id(job_id)
+        runtime = self.runtime
+        if request.acl_user.all_queues and not runtime.loading and job_id not in runtime.node.jobs:
+            raise ApiError(404, NOJOB)
+        return int(self._command(request, [command, job_id])[1:])
+
+
+def _valid_id(job_id: bytes) -> None:
+    if not is_valid_id(job_id):
+        raise ApiError(400, "-BADID Invalid Job ID format.")

@@ -8,10 +8,11 @@ served from memory with an ``ETag``: ``Cache-Control: no-cache`` makes the
 browser ask again each time (a 304 when nothing changed), so a node
 upgraded in place serves its new page at the next reload.
 
-Every response carries a Content-Security-Policy allowing only this
-origin's scripts, styles and requests (no inline script, no ``eval``):
-with the page's own rule of never putting API data into HTML, user data
-(queue names, job bodies) cannot run as code.
+Every response of the HTTP side carries a Content-Security-Policy allowing
+only this origin's scripts, styles and requests (no inline script, no
+``eval``; :data:`disque.http.access.CSP`, set by the site): with the page's
+own rule of never putting API data into HTML, user data (queue names, job
+bodies) cannot run as code.
 """
 
 import hashlib
@@ -28,17 +29,6 @@ TYPES = {
     ".svg": b"image/svg+xml",
 }
 
-CSP = (b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       b"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-
-
-def _common_headers(request):
-    request.setHeader(b"content-security-policy", CSP)
-    request.setHeader(b"x-content-type-options", b"nosniff")
-    request.setHeader(b"x-frame-options", b"DENY")
-    request.setHeader(b"referrer-policy", b"no-referrer")
-
-
 class StaticFile(resource.Resource):
     """One file of ``static/``, kept in memory."""
 
@@ -52,7 +42,6 @@ class StaticFile(resource.Resource):
         self.etag = b'"' + hashlib.sha256(self.body).hexdigest()[:20].encode() + b'"'
 
     def render_GET(self, request):
-        _common_headers(request)
         request.setHeader(b"content-type", self.content_type)
         request.setHeader(b"cache-control", b"no-cache")
         request.setHeader(b"etag", self.etag)
@@ -67,7 +56,6 @@ class _NotFound(resource.Resource):
     isLeaf = True
 
     def render(self, request):
-        _common_headers(request)
         request.setResponseCode(404)
         request.setHeader(b"content-type", b"text/plain; charset=utf-8")
         return b"Not found: the dashboard is at /, the API under /api/, the metrics at /metrics\n"

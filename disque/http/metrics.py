@@ -7,6 +7,7 @@ same state INFO reports, at scrape time; nothing is kept for the scrape.
 Queue labels are bounded: the ``metrics-max-queues`` longest queues (ties
 by name) get their own series; the others are summed under
 ``queue="_other"`` so totals stay right whatever the number of queues.
+A user limited to some queues (disque.acl) sees the series of those only.
 """
 
 import heapq
@@ -77,11 +78,14 @@ def longest_first(q):
     return -len(q.jobs), q.name
 
 
-def _queue_series(node, limit: int):
+def _queue_series(node, limit: int, visible=None):
     """[(label, length, jobs_in, jobs_out, acked, nacked, paused state)]:
     the ``limit`` longest queues, then ``_other`` summing the rest (if
-    any).  One partial sort and one pass over the others."""
-    queues = list(node.queues.values())
+    any).  One partial sort and one pass over the others.  ``visible``:
+    None, or a test of queue names: the queues it refuses are left out
+    (of ``_other`` too)."""
+    queues = list(node.queues.values()) if visible is None else [
+        q for q in node.queues.values() if visible(q.name)]
     head = heapq.nsmallest(limit, queues, key=longest_first)
     out = [(q.name, len(q.jobs), q.jobs_in, q.jobs_out, q.acked, q.nacked, q.flags) for q in head]
     if len(head) < len(queues):
@@ -98,9 +102,12 @@ def _queue_series(node, limit: int):
     return out
 
 
-def render(runtime) -> bytes:
+def render(runtime, visible=None) -> bytes:
     """The exposition for the node served by ``runtime`` (a
-    ``disque.service.NodeRuntime``)."""
+    ``disque.service.NodeRuntime``).  ``visible``: None, or a test of
+    queue names (a user's ``may_queue``): the per-queue series of the
+    queues it refuses are left out; the node-wide figures stay, as INFO
+    shows them to every user."""
     ctx, node, config = runtime.ctx, runtime.node, runtime.config
     process = runtime.process_info()
     used, rss, _ = runtime.memory()
@@ -153,7 +160,7 @@ def render(runtime) -> bytes:
     e.one("disque_dead_letters_total", "counter", "Jobs this node moved to a dead-letter queue (MAXDELIVERIES).",
           node.dead_letters.moved)
     e.one("disque_queues", "gauge", "Queues this node knows (registered_queues of INFO).", len(node.queues))
-    series = _queue_series(node, config["metrics-max-queues"])
+    series = _queue_series(node, config["metrics-max-queues"], visible)
     e.family("disque_queue_jobs", "gauge", "Jobs waiting in each queue (QLEN).",
              [({"queue": s[0]}, s[1]) for s in series])
     e.family("disque_queue_added_total", "counter", "Jobs queued in each queue (QSTAT jobs-in).",

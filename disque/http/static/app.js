@@ -21,8 +21,8 @@
     out: "Pause out: GETJOB serves no job from this queue",
     all: "Pause in and out"
   };
-  var NO_ACTIONS = "Actions from this page need requirepass on the node: " +
-    "set a password (CONFIG SET requirepass ...) and sign in with it to pause queues, requeue or delete jobs.";
+  var NO_ACTIONS = "Actions from this page need a user who may run PAUSE, ENQUEUE and ACKJOB " +
+    "(+@manage +@consume, or +@all): sign in as one to pause queues, requeue or delete jobs.";
 
   // Requests go to this origin without the user:password@ part of the
   // address (fetch refuses URLs holding credentials).
