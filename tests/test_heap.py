@@ -33,7 +33,8 @@ NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Conf
                  "Latency", "Histogram",  # the node's latency histograms (three, made with it)
                  "FailedAuth", "Throttle", "Nonces",  # the runtime's authentication records
                  "LogLimit",  # and the one of its notices
-                 "ClientMemory"}  # maxmemory-clients' running total
+                 "ClientMemory",  # maxmemory-clients' running total
+                 "Acl", "User"}  # the node's users (made with it, and by ACL SETUSER: not per client)
 
 
 def _workload(runtime, clock):

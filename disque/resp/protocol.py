@@ -77,6 +77,14 @@ def request_size(commands) -> int:
     return sum(sum(map(len, argv)) + ARG_OVERHEAD * len(argv) for argv in commands)
 
 
+def common_name(cert) -> str:
+    """The subject CN of a pyOpenSSL certificate ("" if none)."""
+    from cryptography.x509.oid import NameOID
+
+    names = cert.to_cryptography().subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(names[0].value) if names else ""
+
+
 def set_keepalive(transport, seconds: int) -> None:
     """SO_KEEPALIVE, and where the system allows, the first probe after
     ``seconds`` idle, then every seconds/3, giving up after 3."""
@@ -256,7 +264,7 @@ class RespProtocol(BatchOutput, Protocol):
         cert = self.transport.getPeerCertificate() if hasattr(self.transport, "getPeerCertificate") else None
         if cert is None:
             return
-        cn = cert.get_subject().commonName
+        cn = common_name(cert)
         user = self.runtime.ctx.acl.users.get(cn.encode("utf-8", "surrogateescape")) if cn else None
         if user is not None and user.enabled:
             self.client.user = user
