@@ -59,7 +59,7 @@ from zope.interface import implementer
 
 from ..logs import logger
 from ..output import BatchOutput, write_now
-from ..protection import DENIED, is_local, protected
+from ..protection import DENIED, DENIED_REASON, is_local, protected
 from .codec import ARG_OVERHEAD, ProtocolError, RequestParser
 from .reply import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
 
@@ -156,8 +156,7 @@ class RespProtocol(BatchOutput, Protocol):
         stats = self.runtime.ctx.stats
         stats.connections += 1
         stats.rejected += 1
-        self.runtime.failed_auth.denied(getattr(peer, "host", "?"), "protected mode is enabled and no password "
-                                        "is set for the default user")
+        self.runtime.failed_auth.denied(getattr(peer, "host", "?"), DENIED_REASON)
         self.transport.write(DENIED)
         self.transport.loseConnection()
         self.closing = True
