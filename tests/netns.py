@@ -46,6 +46,22 @@ def problem():
     return _PROBLEM[0]
 
 
+def fixture(scope="function"):
+    """A pytest fixture giving a :class:`Namespace`, closed after its
+    scope, or skipping with :func:`problem`'s reason."""
+    import pytest
+
+    @pytest.fixture(scope=scope)
+    def ns():
+        why = problem()
+        if why:
+            pytest.skip(why)
+        namespace = Namespace()
+        yield namespace
+        namespace.close()
+    return ns
+
+
 class Namespace:
     """One namespace and its veth pair (see the module docstring); close()
     removes both (so does the namespace's removal, for the veth)."""

@@ -10,20 +10,12 @@ import subprocess
 import time
 
 import hiredis
-import pytest
 
 import netns
 from support import Client, NodeProcess, wait_for
 
 
-@pytest.fixture
-def ns():
-    why = netns.problem()
-    if why:
-        pytest.skip(why)
-    namespace = netns.Namespace()
-    yield namespace
-    namespace.close()
+ns = netns.fixture()
 
 
 def test_protected_mode_denies_clients_from_other_hosts(ns, tmp_path):

@@ -38,14 +38,7 @@ ONE_LINE_REFUSAL = ("disque: cluster-password: the cluster bus listens beyond lo
                     "of them, or cluster-trusted-network yes if every host that can reach the bus may join")
 
 
-@pytest.fixture(scope="module")
-def ns():
-    reason = netns.problem()
-    if reason:
-        pytest.skip(reason)
-    namespace = netns.Namespace()
-    yield namespace
-    namespace.close()
+ns = netns.fixture(scope="module")
 
 
 class AuthNode(NodeProcess):

@@ -10,8 +10,10 @@ import urllib.request
 
 import pytest
 
+import netns
 from support import NodeProcess, free_port, wait_for
-from test_e2e_access import ns  # noqa: F401 (the fixture: a network namespace, or a skip saying why not)
+
+ns = netns.fixture()
 
 USERS = """\
 user alice on >alice-pw ~a:* +@all
