@@ -6,7 +6,7 @@ read; and hypothesis invariants over random work with kills."""
 import os
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from disque.core import messages
 from disque.core.deadletter import dead_letter_id
@@ -52,7 +52,11 @@ def test_every_copy_waits_for_the_delay_even_when_the_nacking_node_dies():
     assert deliver(sim, 0) == [job.id]
     until = sim.now + 5000
     assert sim.call(0, "requeue.nack_jobs", [job.id], 5000) == 1
-    assert len(sent(sim, messages.NackDelay)) == 2
+    nackdelays = sent(sim, messages.NackDelay)
+    assert sorted((a, b) for a, b, m in nackdelays if m.count) == [(0, 1), (0, 2)]
+    # each copy passes the NACK on to the copies it knows, as a repeat (for
+    # a node it handed the job to that the NACKing node does not know)
+    assert sorted((a, b) for a, b, m in nackdelays if not m.count) == [(1, 2), (2, 1)]
     for i in (1, 2):
         c = copy(sim, i, job.id)
         assert c.nacks == 1 and c.qtime >= until + 2000  # RETRY past the delay: a backup only
@@ -211,6 +215,11 @@ OPS = st.lists(st.one_of(
 
 @settings(max_examples=int(os.environ.get("DISQUE_EXAMPLES", 40)), deadline=None)
 @given(OPS, st.integers(0, 1000))
+# Found by this test: node 1 hands its job to node 2, which hands it on to
+# node 0; node 1's delayed NACK reached node 2 only, and node 0 served the
+# job before its time (NACKDELAY is now passed on by the copies).
+@example([("add", 1, None, 1), ("get", 2, None, 0), ("wait", 50, None, 0), ("wait", 1951, None, 0),
+          ("wait", 3000, None, 0), ("get", 0, None, 0), ("nack", 1, 500, 0)], 0)
 def test_extension_invariants(ops, seed):
     """On every node, at every step: a job is never delivered before the
     time a delayed NACK set (NACKDELAY reached its copies: no partitions

@@ -197,10 +197,22 @@ class Requeue:
 
     def on_nackdelay(self, sender, msg) -> None:
         """A copy was NACKed with a delay on ``sender``: count the NACK
-        (unless this repeats one) and requeue only RETRY after its time."""
+        (unless this repeats one) and requeue only RETRY after its time.
+
+        The sender reached the copies it knows of; a node this one handed
+        the job to (YOURJOBS) may not be among them, and would serve the
+        job before its time.  So the NACK itself (``count``) is passed on
+        to this node's other copies, as a repeat (not counted again there,
+        not passed on further): every node the job went through hears it."""
         job = self._jobs.get(msg.job_id)
         if job is None or job.state == ACKED:
             return
+        if msg.count:
+            me = self.node.my_id
+            repeat = messages.NackDelay(job.id, msg.until, False)
+            for node_id in job.delivered:
+                if node_id != sender and node_id != me:
+                    self._cluster.send(node_id, repeat)
         if job.state == QUEUED:
             self._queues.dequeue(job)
         if msg.count:
