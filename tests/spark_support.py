@@ -186,9 +186,21 @@ def read_driver(nodes, queue, checkpoint, sink, max_jobs, batch_sleep):
     query.awaitTermination()
 
 
-def write_driver(nodes, queue, source_dir, checkpoint, row_sleep):
+#: The row of a file (its number in the body, "w-<file>-<row>") at which a
+#: write driver with ``hold`` waits.
+HOLD_ROW = 399
+
+
+def write_driver(nodes, queue, source_dir, checkpoint, row_sleep, hold=""):
     """Copy the JSON files of ``source_dir`` (one file per micro-batch) to
-    ``queue`` with Trigger.AvailableNow, each row slowed by ``row_sleep`` s."""
+    ``queue`` with Trigger.AvailableNow, each row slowed by ``row_sleep`` s.
+
+    ``hold``: a file's path.  While that file exists, row ``HOLD_ROW`` of
+    the second micro-batch (whichever file it reads) waits in the UDF: the
+    driver stays in the middle of that batch, with rows of it written
+    (those of the UDF's and the writer's groups before it), until the file
+    goes or the driver is killed.  The held rows seen are listed in
+    ``hold + ".seen"``."""
     spark = make_session("disque-write-driver", "local[2]")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     spark.conf.set("spark.sql.execution.pythonUDF.arrow.enabled", "false")
@@ -200,10 +212,20 @@ def write_driver(nodes, queue, source_dir, checkpoint, row_sleep):
     @F.udf(StringType())
     def slow(body):
         time.sleep(row_sleep)
+        if hold and body.endswith("-%d" % HOLD_ROW):
+            with open(hold + ".seen", "a") as seen:
+                seen.write(body + "\n")
+            with open(hold + ".seen") as seen:
+                files_seen = len(set(seen.read().split()))  # (a row evaluated twice counts once)
+            if files_seen >= 2:
+                while os.path.exists(hold):
+                    time.sleep(0.02)
         return body
 
-    df = (spark.readStream.schema("body string").option("maxFilesPerTrigger", 1).json(source_dir)
-          .select(slow("body").alias("body")))
+    df = spark.readStream.schema("body string").option("maxFilesPerTrigger", 1).json(source_dir)
+    if hold:  # two tasks a batch: one writes all its rows while the other waits at the held row
+        df = df.repartition(2)
+    df = df.select(slow("body").alias("body"))
     query = (df.writeStream.format("disque").option("nodes", nodes).option("queue", queue)
              .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
     query.awaitTermination()
