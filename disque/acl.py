@@ -131,13 +131,18 @@ def command_key(name: bytes, argv) -> bytes:
     return name
 
 
+#: Queue names whose verdict a user keeps (the glob matching is pure Python;
+#: a tenant touches few queues): past it the verdicts start again.
+MAX_VERDICTS = 1024
+
+
 class User:
     """One user (see the module docstring).  ``commands`` is the set of
     command keys it may run (:func:`command_key`); ``command_rules`` the
     rules that built it, in order, as ACL GETUSER shows them."""
 
     __slots__ = ("name", "enabled", "nopass", "passwords", "commands", "command_rules", "all_queues",
-                 "queues", "unrestricted")
+                 "queues", "unrestricted", "verdicts")
 
     def __init__(self, name: bytes):
         self.name = name
@@ -155,6 +160,7 @@ class User:
         self._derive()
 
     def _derive(self):
+        self.verdicts = {}  # queue -> may_queue's answer, for the patterns as they are now
         self.unrestricted = self.all_queues and len(self.commands) == len(_ALL_NAMES)  # (a subset of them)
 
     # -- rules ------------------------------------------------------------
@@ -259,10 +265,14 @@ class User:
     def may_queue(self, queue: bytes) -> bool:
         if self.all_queues:
             return True
-        for pattern in self.queues:
-            if stringmatch(pattern, queue):
-                return True
-        return False
+        known = self.verdicts.get(queue)
+        if known is not None:
+            return known
+        allowed = any(stringmatch(pattern, queue) for pattern in self.queues)
+        if len(self.verdicts) >= MAX_VERDICTS:
+            self.verdicts.clear()
+        self.verdicts[queue] = allowed
+        return allowed
 
     def may_job(self, job) -> bool:
         """Whether the user may touch ``job`` (one this node knows): its
@@ -459,10 +469,12 @@ def _word(rule: bytes) -> bytes:
 
 
 def _copy_user(src: User, dst: User) -> None:
+    """``dst`` gets ``src``'s rules (not its name), its verdicts forgotten."""
     for slot in User.__slots__:
         if slot != "name":
             value = getattr(src, slot)
             setattr(dst, slot, value.copy() if isinstance(value, (list, set)) else value)
+    dst.verdicts = {}
 
 
 def _check_name(name: bytes) -> None:

@@ -172,3 +172,16 @@ def test_acl_log_groups_repeats_and_is_bounded():
     for i in range(5):
         a.record(b"command", b"c%d" % i, b"alice", b"id=1 addr=1.2.3.4:5 x")
     assert len(a.log) == 3 and a.log[0].object == b"c4"
+
+
+def test_queue_verdicts_follow_the_rules_and_stay_bounded():
+    a = Acl()
+    u = a.setuser(b"t", [b"on", b"~a:*", b"+@all"])
+    assert u.may_queue(b"a:1") and not u.may_queue(b"b:1")
+    a.setuser(b"t", [b"~b:*"])  # the verdicts kept are not those of the old rules
+    assert u.may_queue(b"b:1")
+    a.setuser(b"t", [b"resetqueues", b"~c:*"])
+    assert not u.may_queue(b"a:1") and not u.may_queue(b"b:1") and u.may_queue(b"c:1")
+    for i in range(acl_mod.MAX_VERDICTS * 2):
+        assert u.may_queue(b"c:%d" % i) and not u.may_queue(b"d:%d" % i)
+    assert len(u.verdicts) <= acl_mod.MAX_VERDICTS
