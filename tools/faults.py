@@ -571,13 +571,20 @@ class Nemesis:
 
     def _disk_full(self, victims, hold):
         """Fill the tmpfs of ``victims`` (leaving 0-2 pages: a write may go
-        through in part first), free them ``hold`` s later."""
+        through in part first), free them ``hold`` s later.  The disks stay
+        full meanwhile: space freed on the way (an AOF rewrite finishing
+        renames its file over the old, bigger one) is taken again every
+        50 ms, or the node would write on as if nothing had happened."""
         slack = self.rng.randint(0, 2) * 4096
         taken = {}
         try:
             for i in victims:
                 taken[i] = faultdisk.fill(self.cluster.nodes[i].datadir, slack)
-            time.sleep(hold)
+            deadline = time.time() + hold
+            while time.time() < deadline:
+                time.sleep(min(0.05, max(deadline - time.time(), 0)))
+                for i in victims:
+                    taken[i] += faultdisk.fill(self.cluster.nodes[i].datadir, slack)
         finally:
             for i in victims:
                 faultdisk.free(self.cluster.nodes[i].datadir)
