@@ -1,0 +1,62 @@
+"""The request path in memory, for A/B runs with ``farm-bench --vs``: a
+node (``persistence none``) and one loopback client sending ``N`` reads of
+100 pipelined ``ADDJOB a:q`` and 100 pipelined ``QLEN a:q`` through the real
+RESP protocol and dispatch (``N`` 2000 by default).
+
+Environment: ``USER_NAME`` runs them as a user limited to ``~a:*`` (AUTH
+first); ``TREE`` takes the ``disque`` package from another checkout (a
+``git worktree`` of an older commit).  docs/benchmarks.md ("Access
+control") has the figures::
+
+    farm-bench -n 10 --vs "env USER_NAME=alice N=1500 .venv/bin/python benchmarks/dispatch_bench.py" \\
+        -- env N=1500 .venv/bin/python benchmarks/dispatch_bench.py
+"""
+
+import os
+import sys
+
+if os.environ.get("TREE"):
+    sys.path.insert(0, os.environ["TREE"])
+
+from twisted.internet.address import IPv4Address  # noqa: E402
+from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa: E402
+
+from disque.config import Config  # noqa: E402
+from disque.resp.protocol import RespProtocol  # noqa: E402
+from disque.service import DisqueNodeService  # noqa: E402
+
+
+def main():
+    user = os.environ.get("USER_NAME")
+    nodes_file = "/tmp/dispatch-bench-nodes-%d.conf" % os.getpid()
+    config = Config.defaults()
+    config.apply_overrides({"dir": "/tmp", "persistence": "none", "cluster-config-file": nodes_file})
+    if user:
+        config.apply_overrides({"user": "%s on >pw ~a:* +@all" % user})
+    reactor = MemoryReactorClock()
+    reactor.advance(1_795_000_000)
+    service = DisqueNodeService(config, reactor=reactor, on_shutdown=lambda: None)
+    service.startService()
+    transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
+    proto = RespProtocol(service.runtime)
+    proto.makeConnection(transport)
+    if user:
+        proto.dataReceived(b"*3\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n$2\r\npw\r\n" % (len(user), user.encode()))
+    adds = b"*4\r\n$6\r\nADDJOB\r\n$3\r\na:q\r\n$4\r\nbody\r\n$1\r\n0\r\n" * 100
+    qlens = b"*2\r\n$4\r\nQLEN\r\n$3\r\na:q\r\n" * 100
+    for i in range(int(os.environ.get("N", "2000"))):
+        proto.dataReceived(adds)
+        proto.dataReceived(qlens)
+        transport.clear()
+        if i % 50 == 0:  # keep the node small
+            proto.dataReceived(b"*2\r\n$5\r\nDEBUG\r\n$8\r\nFLUSHALL\r\n")
+            transport.clear()
+    service.stopService()
+    try:
+        os.unlink(nodes_file)
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    main()
