@@ -65,8 +65,8 @@ CATEGORIES = OrderedDict((
 ))
 #: Commands whose permission is per subcommand ("client|setname").
 SPLIT = frozenset(name.partition(b"|")[0] for names in CATEGORIES.values() for name in names if b"|" in name)
-#: A subcommand of a SPLIT command that no category names (an unknown one):
-#: needs the whole command (``+client``) or @admin.
+#: Every permission key.  An unknown subcommand of a SPLIT command is none
+#: of them: only an unrestricted user runs it (and gets the command's error).
 _ALL_NAMES = tuple(name for names in CATEGORIES.values() for name in names)
 
 NOPERM_QUEUE = b"-NOPERM No permissions to access a queue\r\n"

@@ -70,16 +70,11 @@ def is_local(address) -> bool:
     return is_loopback(getattr(address, "host", None) or "")
 
 
-def default_user_has_no_password(ctx) -> bool:
-    """Whether the ``default`` user has no password (``nopass``: no
-    ``requirepass`` and no ``>password`` rule), as Redis 7 asks."""
-    return ctx.acl.default_nopass
-
-
 def protected(ctx) -> bool:
     """Whether protected mode is in force: ``protected-mode`` is on and
-    the default user has no password."""
-    return ctx.config["protected-mode"] and default_user_has_no_password(ctx)
+    the ``default`` user has no password (``nopass``: no ``requirepass``
+    and no ``>password`` rule), as Redis 7 asks."""
+    return ctx.config["protected-mode"] and ctx.acl.default_nopass
 
 
 def refuses(ctx, address) -> bool:

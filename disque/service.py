@@ -30,7 +30,6 @@ from zope.interface import implementer
 
 from . import DISQUE_VERSION
 from .commands import dispatch_loading, dispatch_misconf, load as load_commands
-from .commands.audit import audit
 from .commands.context import Context
 from .bus import auth as bus_auth, wire
 from .bus.links import BUS_PORT_OFFSET, Links
@@ -452,10 +451,6 @@ class NodeRuntime:
     def auth_succeeded(self, client):
         """A right AUTH: its source starts afresh."""
         self.client_auth_succeeded(client_source(client))
-
-    def audit(self, client, text):
-        """An audit line: who (user, address) changed what."""
-        audit(self.ctx, client, text)
 
     def bus_link_up(self, node_id):
         self.set_time()
