@@ -23,7 +23,7 @@ from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa
 
 from disque.config import Config  # noqa: E402
 from disque.resp.protocol import RespProtocol  # noqa: E402
-from disque.service import DisqueNodeService  # noqa: E402
+from disque.node.service import DisqueNodeService  # noqa: E402
 
 
 def main():

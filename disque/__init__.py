@@ -2,7 +2,7 @@
 
 The package is laid out as a pure core (``disque.core``: jobs, queues,
 timers, no reactor, no sockets) wrapped by thin Twisted adapters
-(``disque.resp``, ``disque.service``).  See ``docs/architecture.md``.
+(``disque.resp``, ``disque.node.service``).  See ``docs/architecture.md``.
 """
 
 __version__ = "0.1.0"

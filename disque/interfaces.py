@@ -8,7 +8,7 @@ name with ``twisted.plugin.getPlugins`` and calls ``make(argstring,
 config)`` with what follows the first colon of ``"name:args"``.
 
 Listeners and the cluster bus are not strategies of this project: they are
-Twisted endpoint strings (``disque.listeners``), Twisted's own plugin seam.
+Twisted endpoint strings (``disque.node.listeners``), Twisted's own plugin seam.
 """
 
 from twisted.plugin import IPlugin
@@ -159,7 +159,7 @@ class IHTTPFrontend(Interface):
 
     def resource(service):
         """The root ``IResource`` for ``service`` (the
-        ``disque.service.DisqueNodeService`` being built; its ``runtime`` is
+        ``disque.node.service.DisqueNodeService`` being built; its ``runtime`` is
         ready).  The service puts :class:`disque.http.access.AccessSite` in
         front of it (security headers, the Host check, protected mode,
         authentication): a request that reaches the tree has
@@ -181,7 +181,7 @@ class INodeRuntime(Interface):
         """A client at address ``source`` sent a wrong password: count it
         and log it, at most once a minute per source; return how many
         seconds its answer must wait (0.0: none), the source having failed
-        too often in a row (:mod:`disque.failed_auth`)."""
+        too often in a row (:mod:`disque.access.failed_auth`)."""
 
     def client_auth_succeeded(source):
         """A client at address ``source`` gave a right password: its

@@ -483,7 +483,7 @@ class IOSimCluster:
     """Real Disque nodes in one process, wired in memory over
     ``twisted.test.iosim``: no sockets, no real time.
 
-    Each node is a real :class:`~disque.service.DisqueNodeService` on its own
+    Each node is a real :class:`~disque.node.service.DisqueNodeService` on its own
     ``MemoryReactorClock``, started as ``twistd`` would start it: it listens
     for clients and for the bus (``listenTCP`` on the memory reactor) and
     opens its links to peers (``connectTCP``).  The cluster completes each
@@ -527,7 +527,7 @@ class IOSimCluster:
         from twisted.internet.testing import MemoryReactorClock
 
         from .config import Config
-        from .service import DisqueNodeService
+        from .node.service import DisqueNodeService
 
         self.ports = [base_port + i for i in range(n)]
         self.reactors = []

@@ -5,7 +5,7 @@
 from twisted.application import service
 
 from disque.config import Config
-from disque.service import DisqueNodeService
+from disque.node.service import DisqueNodeService
 
 config = Config.defaults()
 config.apply_overrides({"port": "7711", "bind": "127.0.0.1"})

@@ -118,7 +118,7 @@ from disque.persistence import aof as aof_module
 from disque.persistence import files
 from disque.persistence.files import FileSystem
 from disque.resp.protocol import RespProtocol
-from disque.service import DisqueNodeService
+from disque.node.service import DisqueNodeService
 from disque.tools import check_aof
 from test_protocol import LOCAL_PEER
 

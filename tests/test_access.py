@@ -1,8 +1,8 @@
 """Access in memory (RespProtocol on string transports, a task.Clock):
 protected mode, ``enable-debug-command``, no secret in MONITOR or the slow
 log, the audit lines, and failed AUTHs slowed then refused
-(disque.protection, disque.commands.redact, disque.commands.audit,
-disque.failed_auth)."""
+(disque.access.protection, disque.commands.redact, disque.commands.audit,
+disque.access.failed_auth)."""
 
 import ipaddress
 
@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, strategies as st
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 
-from disque import failed_auth
+from disque.access import failed_auth
 from disque.commands.redact import REDACTED, redacted
 from disque.config import SPECS, is_secret
-from disque.failed_auth import BLOCK_AFTER, MAX_DELAY, Throttle
-from disque.protection import DEBUG_NOT_ALLOWED, DENIED, is_local, is_loopback
+from disque.access.failed_auth import BLOCK_AFTER, MAX_DELAY, Throttle
+from disque.access.protection import DEBUG_NOT_ALLOWED, DENIED, is_local, is_loopback
 from test_directives import captured_log, texts
 from test_protocol import cmd, connect, make_runtime, take
 

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from disque.config import Config, ConfigError
-from disque.service import DisqueNodeService
+from disque.node.service import DisqueNodeService
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 

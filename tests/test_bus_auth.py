@@ -1,11 +1,11 @@
 """The cluster-password handshake (disque.bus.auth) and the failed
-authentication log (disque.failed_auth), pure: no sockets, a fake clock."""
+authentication log (disque.access.failed_auth), pure: no sockets, a fake clock."""
 
 import pytest
 from hypothesis import given, strategies as st
 
 from disque.bus import auth, wire
-from disque.failed_auth import MAX_SOURCES, WINDOW, FailedAuth
+from disque.access.failed_auth import MAX_SOURCES, WINDOW, FailedAuth
 
 
 def run(a, b):

@@ -1,7 +1,7 @@
 """maxmemory-clients in memory (protocol tier): what each connection holds
 is counted as it changes, the running total never leaks, and past the
 limit the biggest clients are closed until the total is under it again
-(disque/client_memory.py)."""
+(disque/node/client_memory.py)."""
 
 import types
 
@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from disque.client_memory import MIN_LIMIT, effective_limit
+from disque.node.client_memory import MIN_LIMIT, effective_limit
 from disque.config import Share
 from disque.http.metrics import render
-from disque.output import BatchOutput
+from disque.node.output import BatchOutput
 from storage_faults import FaultyFileSystem
 from test_directives import Node, captured_log, make, texts  # noqa: F401  (fixture)
 from test_protocol import cmd
@@ -135,7 +135,7 @@ def test_requests_waiting_behind_a_parked_command_count(make):
 
 def test_replies_waiting_behind_a_late_one_count(make):
     """A wrong AUTH from a source that failed too often is answered late
-    (disque.failed_auth): the replies of the requests behind it wait."""
+    (disque.access.failed_auth): the replies of the requests behind it wait."""
     node = make(user="alice on >pw ~* +@all", **{"maxmemory-clients": "200kb"})
     client = node.connect()
     while client.proto.slots is None:

@@ -372,7 +372,7 @@ def test_settable_parameters_are_those_of_the_original():
     # gc-freeze-interval is fixed at 0 where the runtime has no gc.freeze (PyPy)
     assert {s.name for s in SPECS if s.fixed} == FIXED | (set() if hasattr(gc, "freeze") else {"gc-freeze-interval"})
     assert not any(s.settable for s in SPECS if s.fixed)
-    # and the TLS directives whose CONFIG SET reloads the certificates (disque.tls.RELOADABLE)
+    # and the TLS directives whose CONFIG SET reloads the certificates (disque.node.tls.RELOADABLE)
     assert {s.name for s in SPECS if s.settable and not s.original} == {
         "dedup-window", "max-deliveries", "output-flush", "cluster-password", "client-query-buffer-limit", "proto-max-bulk-len",
         "cluster-link-sendbuf-limit", "metrics-max-queues", "aof-load-damaged", "acllog-max-len", "protected-mode",

@@ -1,7 +1,7 @@
 """The core must stay pure: no twisted, no sockets, no files, no clock, and
 no import of the rest of the package (whose adapters are impure).  Every
 module below ``disque/core`` is read, subpackages included; relative
-imports are resolved, so ``from ..service import x`` is caught too."""
+imports are resolved, so ``from ..node.service import x`` is caught too."""
 
 import ast
 import pathlib
@@ -68,13 +68,13 @@ def test_the_check_can_fail(tmp_path):
     (root / "sub").mkdir(parents=True)
     (root / "__init__.py").write_text("")
     (root / "ok.py").write_text("import heapq\nfrom . import job\nfrom .job import Job\n")
-    (root / "bad.py").write_text("import twisted.internet\nfrom ..service import x\n")
+    (root / "bad.py").write_text("import twisted.internet\nfrom ..node.service import x\n")
     (root / "sub" / "__init__.py").write_text("")
     (root / "sub" / "deep.py").write_text("from time import monotonic\nfrom .. import ok\nopen('f')\n")
     found = violations(root)
     assert found == [
         "bad imports twisted.internet",
-        "bad imports disque.service, outside disque.core",
+        "bad imports disque.node.service, outside disque.core",
         "sub/deep imports time",
         "sub/deep calls open()",
     ]
@@ -88,11 +88,11 @@ def test_the_resp_adapter_does_not_import_the_command_layer():
 
     resp = pathlib.Path(disque.resp.__file__).parent
     upward = [(str(rel), name) for rel, name in imports(resp, "disque.resp")
-              if name.startswith(("disque.commands", "disque.service"))]
+              if name.startswith(("disque.commands", "disque.node.service"))]
     assert upward == []
     commands = pathlib.Path(disque.commands.__file__).parent
     assert [(str(rel), name) for rel, name in imports(commands, "disque.commands")
-            if name.startswith(("disque.service", "disque.resp.protocol"))] == []
+            if name.startswith(("disque.node.service", "disque.resp.protocol"))] == []
     # and the check sees an upward import when there is one
     assert [(str(r), n) for r, n in _planted_upward_import()] == [("x", "disque.commands")]
 

@@ -33,8 +33,8 @@ from disque.persistence.records import AOFError
 from disque.persistence.none import NoPersistence
 from disque.plugins import StrategyError
 from disque.resp.protocol import RespProtocol
-from disque.service import DisqueNodeService
-from disque.watchdog import BANNER
+from disque.node.service import DisqueNodeService
+from disque.node.watchdog import BANNER
 from test_protocol import LOCAL_PEER, cmd
 from test_service import ticks_in_one_second
 
@@ -157,7 +157,7 @@ def _protected_mode(make):
     """On by default: while the default user has no password, a client
     beyond loopback is told why and closed (tests/test_access.py has the
     rest)."""
-    from disque.protection import DENIED
+    from disque.access.protection import DENIED
 
     refused = stranger(make())
     assert refused.take() == DENIED and refused.closed
@@ -170,7 +170,7 @@ def _protected_mode(make):
 def _enable_debug_command(make):
     """``local`` by default: DEBUG from loopback only; ``no``: nobody;
     ``yes``: everyone."""
-    from disque.protection import DEBUG_NOT_ALLOWED
+    from disque.access.protection import DEBUG_NOT_ALLOWED
 
     open_to_all = {"protected-mode": "no"}
     local = make(**open_to_all)
@@ -701,7 +701,7 @@ def _cluster_connect(make):
     assert link_timeout(**{"cluster-connect": "tcp:timeout=9"}) == [9]
 
 
-# -- TLS (disque/tls.py; handshakes in memory, tls_support.handshake) -------------
+# -- TLS (disque/node/tls.py; handshakes in memory, tls_support.handshake) -------------
 
 def _tls(make, tmp_path, **directives):
     """A node with a TLS port and the node certificate of a throwaway CA;
@@ -749,7 +749,7 @@ def _ssl_connection(ctx):
 def _http_tls(make, tmp_path):
     from twisted.protocols.tls import TLSMemoryBIOFactory
 
-    from disque.tls import TLSError
+    from disque.node.tls import TLSError
     from tls_support import handshake, make_pki
 
     pki = make_pki(tmp_path / "pki")
@@ -1342,7 +1342,7 @@ def test_rename_command_disables_and_lists(make):
     ("DEBUG ping", "rename-command DEBUG 'ping': a command is already named 'ping'"),
 ])
 def test_bad_rename_command_stops_start_up(tmp_path, rename, message):
-    from disque.tap import Options, makeService
+    from disque.node.tap import Options, makeService
 
     options = Options()
     options.parseOptions(["--dir", str(tmp_path), "--set", "rename-command=" + rename])
@@ -1361,7 +1361,7 @@ def test_appendonly_needs_a_persistence_that_keeps_a_file(make):
 
 
 def test_watchdog_period_is_at_least_two_ticks(make):
-    from disque.watchdog import Watchdog
+    from disque.node.watchdog import Watchdog
 
     node = make(**{"watchdog-period": "1"})
     watchdog = next(s for s in node.service if isinstance(s, Watchdog))

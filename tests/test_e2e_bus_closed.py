@@ -153,7 +153,7 @@ def test_a_stranger_outside_the_namespace_changes_nothing_on_a_default_cluster(n
         assert select.select([gossiped], [], [], 0.5)[0] == []  # no dial (a link retries every 100 ms)
     finally:
         gossiped.close()
-    # One line a minute per source (disque.failed_auth): the first attempt's (its
+    # One line a minute per source (disque.access.failed_auth): the first attempt's (its
     # reason: a message before the handshake, or a frame too long for one).
     lines = [line for line in a.log().splitlines() if "Failed bus authentication from %s" % ns.outside in line]
     assert len(lines) == 1 and ("sent a message before authenticating" in lines[0]

@@ -137,9 +137,9 @@ def test_redis_cli_hello_and_info(node):
     assert int(fields["connected_clients"]) >= 1
     assert fields["registered_jobs"] == "0"
     assert cli(p, "INFO", "queues").split() == ["#", "Queues", "registered_queues:0"]
-    # twistd's epoll reactor, made lean (disque.reactor), still says epoll.
+    # twistd's epoll reactor, made lean (disque.node.reactor), still says epoll.
     assert fields["multiplexing_api"] == "epoll"
-    assert "reactor class: disque.reactor.LeanEPollReactor" in node.log()
+    assert "reactor class: disque.node.reactor.LeanEPollReactor" in node.log()
 
 
 def test_redis_cli_commands_from_stdin(node):

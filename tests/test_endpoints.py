@@ -1,4 +1,4 @@
-"""Listeners and bus links from Twisted endpoint strings (disque.listeners),
+"""Listeners and bus links from Twisted endpoint strings (disque.node.listeners),
 in memory: the node service on a MemoryReactorClock records what it listens
 on and whom it connects to, and nothing touches a socket."""
 
@@ -11,9 +11,9 @@ from twisted.internet.error import CannotListenError
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
 from disque.config import Config
-from disque.listeners import EndpointError, beyond_loopback, bus_beyond_loopback, open_bus_refusal
-from disque.service import DisqueNodeService
-from disque.tap import Options, makeService
+from disque.node.listeners import EndpointError, beyond_loopback, bus_beyond_loopback, open_bus_refusal
+from disque.node.service import DisqueNodeService
+from disque.node.tap import Options, makeService
 
 
 def build(tmp_path, reactor=None, **overrides):

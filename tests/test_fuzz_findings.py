@@ -93,7 +93,7 @@ def test_addjob_refuses_times_whose_milliseconds_overflow_64_bits(option):
 
 
 @pytest.mark.skipif(platform.python_implementation() != "CPython",
-                    reason="reference cycles matter where the heap is frozen: CPython only (disque/heap.py); "
+                    reason="reference cycles matter where the heap is frozen: CPython only (disque/node/heap.py); "
                            "PyPy has no reference counting and gc.collect() counts nothing")
 @pytest.mark.parametrize("request_bytes", [
     b"*abc\r\n",
@@ -104,7 +104,7 @@ def test_addjob_refuses_times_whose_milliseconds_overflow_64_bits(option):
 def test_a_protocol_error_leaves_no_reference_cycle(request_bytes):
     """The parser kept the ProtocolError it raised, whose traceback holds
     the parser's frames: a cycle, with the whole input buffer in it.  The
-    node freezes its heap every second (disque.heap), and a cycle frozen
+    node freezes its heap every second (disque.node.heap), and a cycle frozen
     while its connection lived is never collected: the live fuzzer's RSS
     grew ~3 KB per malformed request."""
     runtime, _clock = make_runtime()

@@ -1,4 +1,4 @@
-"""The heap policy (disque.heap): the node leaves no cyclic garbage behind,
+"""The heap policy (disque.node.heap): the node leaves no cyclic garbage behind,
 which is what makes freezing survivors safe, and frozen jobs are out of
 reach of full collections."""
 
@@ -9,7 +9,7 @@ from twisted.internet import task
 from twisted.python.failure import Failure
 from twisted.internet.error import ConnectionDone
 
-from disque.heap import freeze_survivors, heap_freezer
+from disque.node.heap import freeze_survivors, heap_freezer
 from test_protocol import cmd, connect, make_runtime, take
 
 
@@ -153,7 +153,7 @@ def _frozen_cycle():
 
 
 def test_a_released_frozen_cycle_is_collected_by_a_full_collection(clean_gc, monkeypatch):
-    from disque import heap
+    from disque.node import heap
     monkeypatch.setattr(heap._Released, "pending", False)
     monkeypatch.setattr(heap._Released, "next_full", float("-inf"))
     monkeypatch.setattr(heap, "FULL_COLLECTION_COST", 0)  # spacing: the minute alone
@@ -212,7 +212,7 @@ def test_a_cycle_that_died_old_is_not_frozen(clean_gc):
 def test_a_slow_full_collection_spaces_the_next_ones_more(clean_gc, monkeypatch):
     """A full collection that took 0.5 s (a million jobs) is not repeated
     within 1000 x 0.5 s: at most a thousandth of the node's time."""
-    from disque import heap
+    from disque.node import heap
     monkeypatch.setattr(heap._Released, "pending", True)
     monkeypatch.setattr(heap._Released, "next_full", float("-inf"))
     ticks = iter([10.0, 10.5])

@@ -17,7 +17,7 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 
 from disque.http.access import CSP, host_allowed, host_name
-from disque.protection import DENIED
+from disque.access.protection import DENIED
 from test_directives import make  # noqa: F401 (the fixture)
 
 LOCAL = "127.0.0.1"

@@ -8,12 +8,12 @@ import pytest
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
-from disque import service as service_module
+from disque.node import service as service_module
 from disque.config import Config
 from disque.core.node import NodeState
 from disque.interfaces import LoadError
 from disque.persistence import aof, load, records
-from disque.service import DisqueNodeService
+from disque.node.service import DisqueNodeService
 from test_protocol import cmd, connect as protocol_connect
 
 T0 = 1_795_347_500.0

@@ -1,4 +1,4 @@
-"""The node's log in memory (disque.logs): levels, the log file, syslog,
+"""The node's log in memory (disque.node.logs): levels, the log file, syslog,
 and how a running node follows CONFIG SET loglevel."""
 
 import os
@@ -7,7 +7,7 @@ import pytest
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 
 from disque.config import Config
-from disque.logs import LEVELS, NodeLog, logger
+from disque.node.logs import LEVELS, NodeLog, logger
 
 from test_directives import FakeSyslog, Node
 
@@ -127,15 +127,15 @@ def test_reset_is_the_default(node_log, published, tmp_path):
 def test_the_node_modules_log_through_the_node_log():
     import disque.bus.links
     import disque.bus.protocol
-    import disque.idle
+    import disque.node.idle
     import disque.persistence.aof
     import disque.resp.protocol
-    import disque.service
-    import disque.watchdog
-    from disque.logs import node_log
+    import disque.node.service
+    import disque.node.watchdog
+    from disque.node.logs import node_log
 
-    for module in (disque.bus.links, disque.bus.protocol, disque.idle, disque.persistence.aof,
-                   disque.resp.protocol, disque.service, disque.watchdog):
+    for module in (disque.bus.links, disque.bus.protocol, disque.node.idle, disque.persistence.aof,
+                   disque.resp.protocol, disque.node.service, disque.node.watchdog):
         assert module.log.observer is node_log, module.__name__
         assert module.log.namespace.startswith("disque"), module.__name__
     assert logger("disque.x").observer is node_log
@@ -143,7 +143,7 @@ def test_the_node_modules_log_through_the_node_log():
 
 def test_a_node_service_follows_and_then_lets_go(tmp_path, published):
     node = Node(tmp_path, {"loglevel": "warning"})
-    from disque.logs import node_log
+    from disque.node.logs import node_log
 
     assert node_log.level is LogLevel.warn
     node.connect().call("CONFIG", "SET", "loglevel", "verbose")

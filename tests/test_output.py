@@ -1,4 +1,4 @@
-"""disque.output: replies leave when the batch ends, after the AOF, in one
+"""disque.node.output: replies leave when the batch ends, after the AOF, in one
 write, straight to the socket when the transport holds nothing.
 
 write_now is checked on Twisted's real TCP transport class around a real
@@ -13,7 +13,7 @@ import pytest
 from twisted.internet import tcp
 from twisted.internet.testing import StringTransport
 
-from disque.output import write_now
+from disque.node.output import write_now
 from disque.persistence import files
 from test_directives import make  # noqa: F401  (fixture)
 from test_protocol import cmd

@@ -7,7 +7,7 @@ from twisted.internet.testing import StringTransport
 from disque.config import Config
 from disque.persistence.none import NoPersistence
 from disque.resp.protocol import RespProtocol
-from disque.service import NodeRuntime
+from disque.node.service import NodeRuntime
 
 T0 = 1_795_347_500.0
 #: The peer of in-memory clients: on loopback, as the node's default bind
@@ -192,7 +192,7 @@ def test_deadline_wake_ups_run_only_what_is_due(monkeypatch):
     runtime, clock = make_runtime()
     periodic = []
     monkeypatch.setattr(runtime.node.queues, "reclaim_idle", lambda: periodic.append(1))
-    monkeypatch.setattr("disque.service._rss", lambda: periodic.append(1) or 0)
+    monkeypatch.setattr("disque.node.service._rss", lambda: periodic.append(1) or 0)
     clients = [connect(runtime) for _ in range(200)]
     for n, (proto, _) in enumerate(clients):
         proto.dataReceived(cmd("GETJOB", "TIMEOUT", str(10 + n), "FROM", "empty"))

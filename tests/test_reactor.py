@@ -1,4 +1,4 @@
-"""disque.reactor: the epoll reactor without a log context per event.
+"""disque.node.reactor: the epoll reactor without a log context per event.
 
 A LeanEPollReactor instance of the test's own (not the global reactor)
 serves loopback connections inside this process, iterated by hand."""
@@ -14,11 +14,11 @@ from twisted.internet.selectreactor import SelectReactor
 from twisted.python import log
 from twisted.python.failure import Failure
 
-from disque.reactor import LeanEPollReactor, lighten
+from disque.node.reactor import LeanEPollReactor, lighten
 
 # Twisted's EPollReactor.doPoll as LeanEPollReactor.doPoll copies it (the
 # docstring aside).  When Twisted changes it this test fails: read the new
-# one, carry the change over to disque/reactor.py, then update this text.
+# one, carry the change over to disque/node/reactor.py, then update this text.
 TWISTED_DOPOLL = '''
 def doPoll(self, timeout):
     if timeout is None:

@@ -4,7 +4,7 @@ MemoryReactorClock (no sockets, no real time)."""
 from twisted.internet.testing import MemoryReactorClock
 
 from disque.config import Config
-from disque.service import DisqueNodeService
+from disque.node.service import DisqueNodeService
 
 
 def make_service(tmp_path, **overrides):
@@ -60,7 +60,7 @@ def test_twistd_options_build_the_service(tmp_path):
     import pytest
 
     from disque.persistence.aof import AOFPersistence
-    from disque.tap import Options, makeService
+    from disque.node.tap import Options, makeService
 
     options = Options()
     options.parseOptions(["--port", "7799", "--dir", str(tmp_path), "--set", "dedup-window=30",

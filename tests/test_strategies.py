@@ -13,7 +13,7 @@ import pytest
 from twisted.internet.testing import MemoryReactorClock
 from zope.interface.verify import verifyObject
 
-import disque.service
+import disque.node.service
 from disque.config import Config
 from disque.core.queue import Queue
 from disque.interfaces import (IFederationPolicy, IFederationPolicyFactory, IHTTPFrontend, IHTTPFrontendFactory,
@@ -23,7 +23,7 @@ from disque.persistence.aof import AOFPersistence
 from disque.persistence.records import AOFError
 from disque.persistence.none import NoPersistence
 from disque.plugins import StrategyError, find_strategy, make_strategy, parse_args, strategies
-from disque.tap import Options, makeService
+from disque.node.tap import Options, makeService
 
 PEERS = (b"a" * 40, b"b" * 40)
 
@@ -69,7 +69,7 @@ def test_the_dropin_lists_the_factories_without_describing_them_again():
 def test_the_dropin_is_cheap_to_import():
     """Every twistd run imports every dropin: ours loads no provider, no
     node and no reactor."""
-    heavy = ["disque.persistence.aof", "disque.persistence.none", "disque.federation.default", "disque.service",
+    heavy = ["disque.persistence.aof", "disque.persistence.none", "disque.federation.default", "disque.node.service",
              "disque.core", "disque.resp", "twisted.internet.reactor"]
     code = ("import sys, twisted.plugins.disque_plugin; "
             "print([m for m in %r if m in sys.modules])" % heavy)
@@ -80,7 +80,7 @@ def test_the_dropin_is_cheap_to_import():
 def test_the_service_uses_nothing_of_its_persistence_but_the_interface():
     """service.py reaches its persistence only through names IPersistence
     declares (no hasattr/getattr probing of one provider's extras)."""
-    tree = ast.parse(pathlib.Path(disque.service.__file__).read_text())
+    tree = ast.parse(pathlib.Path(disque.node.service.__file__).read_text())
     used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Attribute) and node.value.attr == "persistence"}
     assert used and used <= set(IPersistence.names()), used - set(IPersistence.names())

@@ -1,4 +1,4 @@
-"""TLS directives in memory (disque.tls, disque.listeners): what a node
+"""TLS directives in memory (disque.node.tls, disque.node.listeners): what a node
 built on a MemoryReactorClock listens on and connects with, which configs
 are refused at start-up and with which line, and CONFIG SET reloading the
 certificates.  Certificates come from tls_support.make_pki (one throwaway
@@ -12,9 +12,9 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from disque.bus.protocol import BusServerFactory
 from disque.config import Config, ConfigError
 from disque.resp.protocol import RespFactory
-from disque.service import DisqueNodeService
-from disque.tap import Options, makeService
-from disque.tls import TLSError
+from disque.node.service import DisqueNodeService
+from disque.node.tap import Options, makeService
+from disque.node.tls import TLSError
 from test_endpoints import command, meet_a_peer
 from tls_support import make_pki, node_directives
 

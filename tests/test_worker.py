@@ -8,8 +8,8 @@ from twisted.logger import LogLevel, capturedLogs, formatEvent
 
 from disque.client import errors
 from disque.client.job import Job
-from disque.worker import FETCH_RETRY_S, Worker
-from disque.worker_tap import Options, load_handler, makeService
+from disque.worker.service import FETCH_RETRY_S, Worker
+from disque.worker.tap import Options, load_handler, makeService
 
 
 class FakeClient:
@@ -309,7 +309,7 @@ def test_stop_gives_up_a_getjob_stuck_in_failover():
 def test_stop_in_order_stops_the_last_child_first_and_waits_for_it():
     from twisted.application import service
 
-    from disque.worker import StopInOrder
+    from disque.worker.service import StopInOrder
 
     events = []
 

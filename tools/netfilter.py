@@ -1,7 +1,7 @@
 """Partitions of a local cluster with iptables, and their removal.
 
 Every node of the fault suite has its own address (127.0.0.x) and its bus
-links leave from it (``bind``; see ``disque/listeners.py``), so a bus
+links leave from it (``bind``; see ``disque/node/listeners.py``), so a bus
 connection between two nodes is told apart from every other connection of
 the machine by its two addresses and the bus port of the side that
 listens.  A partition DROPs exactly those packets, both ways, for every

@@ -9,7 +9,7 @@ or PING on it).  So a peer that comes back is asked within 100 ms, and its
 PONG clears its failure flags (:mod:`disque.core.membership`) as soon as
 the original's would, even if its own link to us is not up yet.
 Each link's endpoint comes from the node's ``BusConnector``
-(``disque.listeners``: the ``cluster-connect`` endpoint string, TCP by
+(``disque.node.listeners``: the ``cluster-connect`` endpoint string, TCP by
 default; with ``tls-cluster yes`` wrapped in TLS, and then a link is up
 when its handshake is done, see :class:`_TLSLinkProtocol`).  Messages to a peer whose link is down are dropped: every Disque
 message is either retried by its sender's state machine (REPLJOB every
@@ -27,9 +27,9 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from ..heap import frozen_cycles_released
-from ..logs import logger, node_log
-from ..tls import error_text
+from ..node.heap import frozen_cycles_released
+from ..node.logs import logger, node_log
+from ..node.tls import error_text
 from .protocol import BusProtocol
 
 log = logger("disque.bus")
@@ -158,7 +158,7 @@ class PeerLink:
 
     def stop(self):
         self.protocol = None
-        frozen_cycles_released()  # the ClientService is a cycle: see disque.heap
+        frozen_cycles_released()  # the ClientService is a cycle: see disque.node.heap
         return self.service.stopService()
 
 

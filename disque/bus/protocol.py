@@ -12,7 +12,7 @@ With ``cluster-password`` set, a connection first runs the handshake of
 knows the password no frame of it reaches the node, an outbound link is
 not reported up (so nothing is sent on it), and frames are limited to the
 handshake's size.  A failed or timed-out handshake closes the connection
-and is counted (INFO ``bus_auth_failures``, :mod:`disque.failed_auth`).
+and is counted (INFO ``bus_auth_failures``, :mod:`disque.access.failed_auth`).
 
 A connection to our bus port is *unproven* until it has shown it speaks
 the protocol: with ``cluster-password`` until the handshake is done,
@@ -49,8 +49,8 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.protocols.basic import Int32StringReceiver
 from zope.interface import implementer
 
-from ..logs import logger
-from ..output import BatchOutput, write_now
+from ..node.logs import logger
+from ..node.output import BatchOutput, write_now
 from . import auth, wire
 
 log = logger("disque.bus")
@@ -228,7 +228,7 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
     def send_frame(self, frame: bytes):
         """Keep ``frame`` for :meth:`flush`, which the runtime calls when the
         batch is done: the frames of a batch go to this peer in one write
-        (:mod:`disque.output`)."""
+        (:mod:`disque.node.output`)."""
         if not self.closed:
             self.keep(_LENGTH(len(frame)), frame)
 

@@ -9,7 +9,7 @@ config's ``user`` lines, so CONFIG REWRITE keeps it.
 """
 
 from ..acl import CATEGORIES, AclError, generate_password
-from ..acl_config import aclfile_path, load_file, save_file, sync_config
+from ..access.acl_config import aclfile_path, load_file, save_file, sync_config
 from ..resp import reply
 from . import command
 from .audit import audit_command

@@ -3,13 +3,13 @@
 Handlers are pure functions of ``(ctx, client, argv)``; anything that needs
 the process or the reactor (shutting down, sleeping, process statistics)
 goes through ``ctx.runtime``, an :class:`disque.interfaces.INodeRuntime`
-provided by the service (:class:`disque.service.NodeRuntime`; in-memory
+provided by the service (:class:`disque.node.service.NodeRuntime`; in-memory
 tests build a real one on a ``task.Clock``).
 """
 
 from collections import deque
 
-from ..acl_config import acl_from_config
+from ..access.acl_config import acl_from_config
 from ..resp.reply import REPLY_ON
 
 
@@ -42,7 +42,7 @@ class ClientState:
         self.qbuf = 0
         self.lib_name = b""
         self.lib_ver = b""
-        self.local = False  # connected from loopback or a Unix socket (disque.protection.is_local)
+        self.local = False  # connected from loopback or a Unix socket (disque.access.protection.is_local)
         self.no_evict = False  # CLIENT NO-EVICT on: never closed by maxmemory-clients
 
 
@@ -61,11 +61,11 @@ class Stats:
         self.net_in = 0
         self.net_out = 0
         self.rejected = 0
-        self.auth_failures = 0  # wrong AUTH passwords (disque.failed_auth)
-        self.auth_delayed = 0  # of which answered late (disque.failed_auth.Throttle)
+        self.auth_failures = 0  # wrong AUTH passwords (disque.access.failed_auth)
+        self.auth_delayed = 0  # of which answered late (disque.access.failed_auth.Throttle)
         self.auth_refused = 0  # AUTHs refused unread: their source failed too often
         self.bus_auth_failures = 0  # failed cluster-password handshakes
-        self.evicted_clients = 0  # closed by maxmemory-clients (disque.client_memory)
+        self.evicted_clients = 0  # closed by maxmemory-clients (disque.node.client_memory)
         # (ms, commands, net_in, net_out) samples for instantaneous rates.
         self.ops_samples = deque(maxlen=16)
         self.last_sample = 0

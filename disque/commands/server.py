@@ -6,7 +6,7 @@ import re
 from .. import DISQUE_VERSION
 from ..config import ConfigSetError
 from ..resp import reply
-from ..protection import DEBUG_NOT_ALLOWED, debug_allowed
+from ..access.protection import DEBUG_NOT_ALLOWED, debug_allowed
 from . import ORDER, TABLE, client_info, command
 from .audit import audit_command
 from .args import parse_int_or_error, parse_ll
@@ -518,7 +518,7 @@ def _debug_error(sub):
 
 @command("debug", -2, "admin")
 def debug(ctx, client, argv):
-    """DEBUG, where ``enable-debug-command`` allows it (:mod:`disque.protection`);
+    """DEBUG, where ``enable-debug-command`` allows it (:mod:`disque.access.protection`);
     every call is audited, refused ones too."""
     if not debug_allowed(ctx, client):
         audit_command(ctx, client, b"debug", argv, "refused: enable-debug-command is %s"

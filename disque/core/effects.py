@@ -2,7 +2,7 @@
 
 The core never writes to a socket or a file.  Entry points append effect
 records to ``NodeState.outbox``; the adapter that called the entry point
-drains the outbox and executes them (see ``disque.service``).  Records are
+drains the outbox and executes them (see ``disque.node.service``).  Records are
 small and immutable; payloads they carry are opaque to the core (for
 ``Reply`` they are whatever the command layer rendered for the client).
 """
@@ -70,7 +70,7 @@ class Notice(NamedTuple):
     level.  What a stranger can repeat at will (a MEET, a message from a
     node that is not a member) carries a ``key``: the runtime logs the
     notices of one key at most once a minute, saying how many it folded
-    (disque.log_limit); None: every one is logged."""
+    (disque.node.log_limit); None: every one is logged."""
 
     text: str
     key: Any = None

@@ -9,7 +9,7 @@ frontend.  Before a resource sees a request it, in order:
 2. checks the ``Host`` header (:func:`host_allowed`): a name the node does
    not answer to is refused with 421, so a page of another site whose
    name was made to resolve to the node (DNS rebinding) cannot read it;
-3. applies protected mode (:func:`disque.protection.refuses`): a peer that
+3. applies protected mode (:func:`disque.access.protection.refuses`): a peer that
    is not local while the default user has no password gets 403 and
    Redis' -DENIED text;
 4. authenticates (:func:`credentials`, :func:`user_for`): HTTP Basic
@@ -38,7 +38,7 @@ from twisted.web import resource, server
 
 from ..acl import DEFAULT
 from ..commands import client_info
-from ..protection import DENIED, DENIED_REASON, refuses
+from ..access.protection import DENIED, DENIED_REASON, refuses
 from .dispatch import request_client
 
 #: Only this origin's scripts, styles, images and requests; no inline

@@ -19,7 +19,7 @@ answer at once: they never park the client or answer later).
 from contextlib import contextmanager
 
 from ..commands import TABLE, refusal
-from ..protection import is_local
+from ..access.protection import is_local
 
 #: The HTTP status of a RESP error, by its code; any other error is 400.
 STATUS = {b"NOPERM": 403, b"NOAUTH": 401, b"WRONGPASS": 401, b"NOJOB": 404, b"LOADING": 503,

@@ -40,7 +40,7 @@ file (up to ``sync-load-max`` bytes, 1 MB: a tenth of a second) is loaded
 at once when the node is built, before it listens; a bigger one is loaded
 by the service in slices of a few milliseconds, one per reactor turn
 (:meth:`begin_load`), while clients get ``-LOADING`` (see
-:mod:`disque.service`).  ``info()`` shows the progress of a load and of a
+:mod:`disque.node.service`).  ``info()`` shows the progress of a load and of a
 rewrite.
 """
 
@@ -53,7 +53,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from ..interfaces import IPersistence
-from ..logs import logger
+from ..node.logs import logger
 from .files import OS, PartialWrite, remove_stale_temps, write_all
 from .load import Load
 from .records import MARKER, AOFError, record_bytes

@@ -7,7 +7,7 @@ import math
 import os
 import time
 
-from ..logs import logger
+from ..node.logs import logger
 from .records import DAMAGE, DELJOB, LOADJOB, AOFError, scan_records
 
 log = logger("disque.aof")

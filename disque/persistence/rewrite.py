@@ -8,7 +8,7 @@ import os
 import time
 
 from ..core.job import ACKED, WAIT_REPL
-from ..logs import logger
+from ..node.logs import logger
 from .files import rewrite_temp_path, write_all
 from .load import progress
 from .records import MARKER, record_bytes

@@ -171,7 +171,7 @@ class RequestParser:
       or a long line costs O(new bytes), not O(buffer).
     * ``_error`` set: the stream is dead, parse() raises a copy of it on
       every call (the kept one never carries a traceback: no reference
-      cycle through this parser, see :mod:`disque.heap`).
+      cycle through this parser, see :mod:`disque.node.heap`).
     * ``_argv_bytes`` is what the first ``_argv_counted`` arguments of an
       incomplete ``_argv`` hold (bytes plus ``ARG_OVERHEAD`` each), 0 when
       no request is incomplete: :meth:`held` is O(1).
@@ -297,7 +297,7 @@ class RequestParser:
         except ProtocolError as e:
             # Kept without a traceback: ``e``'s frames hold this parser,
             # and a parser -> error -> traceback -> parser cycle outlives
-            # the connection where the node freezes the heap (disque.heap).
+            # the connection where the node freezes the heap (disque.node.heap).
             self._error = ProtocolError(*e.args)
             self._chunks, self._len, self._argv, self._left = [], 0, None, 0
             self._argv_bytes = self._argv_counted = 0

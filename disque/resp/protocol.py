@@ -1,7 +1,7 @@
 """The client-facing RESP protocol: parse, dispatch, write, park.
 
 One ``dataReceived`` parses every complete request, runs them in order and
-answers with a single write when the batch is done (:mod:`disque.output`:
+answers with a single write when the batch is done (:mod:`disque.node.output`:
 after the AOF, straight to the socket).  A command that blocks (GETJOB
 with no job) parks the connection: later pipelined requests wait, in order,
 until the node delivers the parked reply (``deliver``), as in Redis.
@@ -33,7 +33,7 @@ the arguments of an incomplete request (:meth:`RequestParser.held`) plus
 the requests waiting behind a parked command -- and a client past it is
 closed at once, with a log line, as in the original.
 What a connection holds in all (:meth:`RespProtocol.memory`) is what
-``maxmemory-clients`` adds up over every client (:mod:`disque.client_memory`).
+``maxmemory-clients`` adds up over every client (:mod:`disque.node.client_memory`).
 ``proto-max-bulk-len`` is the parser's bulk limit (``-ERR Protocol error:
 invalid bulk length``).
 
@@ -41,11 +41,11 @@ Connection policies read their directive when they apply, so CONFIG SET
 takes effect for the next connection (``maxclients``, ``tcp-keepalive``) or
 the next write (``client-output-buffer-limit``): ``maxclients`` refuses a
 connection beyond the limit, ``protected-mode`` one that is not local while
-the default user has no password (:mod:`disque.protection`: ``-DENIED``,
+the default user has no password (:mod:`disque.access.protection`: ``-DENIED``,
 checked here once, never per request), ``tcp-keepalive N`` turns on TCP keepalives
 (first probe after N s idle, then every N/3 s, 3 probes: the original's
 settings), and :meth:`RespProtocol.idle` is what ``timeout`` asks
-(:mod:`disque.idle`).
+(:mod:`disque.node.idle`).
 """
 
 import socket
@@ -57,9 +57,9 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.protocols.policies import ProtocolWrapper
 from zope.interface import implementer
 
-from ..logs import logger
-from ..output import BatchOutput, write_now
-from ..protection import DENIED, DENIED_REASON, is_local, protected
+from ..node.logs import logger
+from ..node.output import BatchOutput, write_now
+from ..access.protection import DENIED, DENIED_REASON, is_local, protected
 from .codec import ARG_OVERHEAD, ProtocolError, RequestParser
 from .reply import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
 
@@ -110,7 +110,7 @@ class RespProtocol(BatchOutput, Protocol):
     held_back = False  # a batch stopped at BATCH_OUTPUT: self.pending goes on once written
     cert_user_pending = False  # tls-auth-clients-user cn: the certificate names the user (first read)
     slotted = 0  # bytes of replies queued behind an unfilled reply slot
-    counted = 0  # what maxmemory-clients last counted for this connection (disque.client_memory)
+    counted = 0  # what maxmemory-clients last counted for this connection (disque.node.client_memory)
     _go_on_call = None
 
     def __init__(self, runtime):
@@ -363,7 +363,7 @@ class RespProtocol(BatchOutput, Protocol):
 
     def _write(self, data):
         """Keep ``data`` for :meth:`flush`, which the runtime calls when the
-        batch is done (:mod:`disque.output`)."""
+        batch is done (:mod:`disque.node.output`)."""
         runtime = self.runtime
         runtime.ctx.stats.net_out += len(data)
         self.client.atime = runtime.node.now // 1000  # a reply is activity too (timeout, CLIENT LIST idle=)
@@ -416,7 +416,7 @@ class RespProtocol(BatchOutput, Protocol):
 
     def memory(self) -> int:
         """What this connection holds, for ``maxmemory-clients``
-        (:mod:`disque.client_memory`): its requests not run yet (what
+        (:mod:`disque.node.client_memory`): its requests not run yet (what
         ``client-query-buffer-limit`` bounds), its replies queued behind an
         unfilled slot or held while the AOF cannot take the records they
         acknowledge, and the output written while its transport is full

@@ -10,7 +10,7 @@ import sys
 from twisted.application import service
 
 from disque.config import Config
-from disque.service import DisqueNodeService
+from disque.node.service import DisqueNodeService
 from disque.worker import StopInOrder, Worker
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # twistd sets __file__ for a .tac

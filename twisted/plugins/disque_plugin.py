@@ -16,14 +16,14 @@ from disque.persistence import aof_persistence, no_persistence
 
 disque = ServiceMaker(
     "disque",
-    "disque.tap",
+    "disque.node.tap",
     "A Disque node: distributed, in-memory job queue (RESP on port 7711).",
     "disque",
 )
 
 disque_worker = ServiceMaker(
     "disque-worker",
-    "disque.worker_tap",
+    "disque.worker.tap",
     "A worker: runs a handler for every job of Disque queues (ACK, NACK, WORKING).",
     "disque-worker",
 )

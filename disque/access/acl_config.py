@@ -14,8 +14,8 @@ keeps what ACL SETUSER did when there is no aclfile.
 import os
 import time
 
-from .acl import DEFAULT, Acl, AclError, parse_lines, read_file
-from .config import ConfigError, split_args
+from ..acl import DEFAULT, Acl, AclError, parse_lines, read_file
+from ..config import ConfigError, split_args
 
 
 def aclfile_path(config) -> str:
@@ -67,7 +67,7 @@ def load_file(acl, config) -> None:
 
 def save_file(acl, config) -> None:
     """ACL SAVE: every user, as ACL LIST shows them, written atomically."""
-    from .persistence.files import OS, atomic_write
+    from ..persistence.files import OS, atomic_write
 
     atomic_write(OS, aclfile_path(config), b"".join(line + b"\n" for line in acl.lines()))
 

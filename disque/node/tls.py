@@ -7,7 +7,7 @@ The directives follow Redis 6+ (``tls-port``, ``tls-cert-file``,
 verifies.  TLS is Twisted's (``TLSMemoryBIOProtocol`` over any stream
 endpoint, pyOpenSSL underneath): this module makes the OpenSSL contexts and
 wraps endpoints in them, so the listeners and links of
-:mod:`disque.listeners` get TLS without the RESP or bus protocols knowing.
+:mod:`disque.node.listeners` get TLS without the RESP or bus protocols knowing.
 
 Four contexts, made from the same certificate, key and CA:
 
@@ -42,7 +42,7 @@ from twisted.internet.interfaces import (IOpenSSLClientConnectionCreator, IOpenS
                                          IStreamServerEndpoint)
 from zope.interface import implementer
 
-from .config import tls_protocol_range
+from ..config import tls_protocol_range
 
 
 #: The directives a reload reads: CONFIG SET of any of them rebuilds the contexts.

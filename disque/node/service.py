@@ -6,11 +6,11 @@ clock, executes the core's effects, runs the periodic tick (``hz``, a
 ``IDelayedCall``, moved only when a sooner deadline appears), and implements
 :class:`INodeRuntime` for the command layer.  Its children are the listeners
 (``StreamServerEndpointService``s from the endpoint strings of
-``disque.listeners``) and the timers.  Embed a node in any Twisted
+``disque.node.listeners``) and the timers.  Embed a node in any Twisted
 application::
 
     from disque.config import Config
-    from disque.service import DisqueNodeService
+    from disque.node.service import DisqueNodeService
     DisqueNodeService(Config.defaults()).setServiceParent(application)
 """
 
@@ -28,32 +28,32 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from . import DISQUE_VERSION
-from .commands import dispatch_loading, dispatch_misconf, load as load_commands
-from .commands.context import Context
-from .bus import auth as bus_auth, wire
-from .bus.links import BUS_PORT_OFFSET, Links
-from .bus.protocol import BusServerFactory
-from .core.membership import new_node_id, parse_nodes_file
-from .core import messages
-from .core.effects import execute
-from .core.node import NodeState
-from .config import ConfigSetError
+from .. import DISQUE_VERSION
+from ..commands import dispatch_loading, dispatch_misconf, load as load_commands
+from ..commands.context import Context
+from ..bus import auth as bus_auth, wire
+from ..bus.links import BUS_PORT_OFFSET, Links
+from ..bus.protocol import BusServerFactory
+from ..core.membership import new_node_id, parse_nodes_file
+from ..core import messages
+from ..core.effects import execute
+from ..core.node import NodeState
+from ..config import ConfigSetError
 from .client_memory import ClientMemory, effective_limit
-from .failed_auth import BLOCK_AFTER, BLOCK_SECONDS, FailedAuth, Throttle, client_source
+from ..access.failed_auth import BLOCK_AFTER, BLOCK_SECONDS, FailedAuth, Throttle, client_source
 from .heap import heap_freezer
 from .idle import IdleClients
-from .interfaces import IFederationPolicyFactory, IHTTPFrontendFactory, INodeRuntime, IPersistenceFactory, LoadError
+from ..interfaces import IFederationPolicyFactory, IHTTPFrontendFactory, INodeRuntime, IPersistenceFactory, LoadError
 from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptions, client_descriptions,
                         listening_port, open_bus_refusal, server_endpoint, tls_descriptions)
 from .log_limit import LogLimit
 from .logs import logger, node_log
-from .persistence import files
-from .persistence.files import atomic_write, remove_stale_temps
-from .plugins import make_strategy
+from ..persistence import files
+from ..persistence.files import atomic_write, remove_stale_temps
+from ..plugins import make_strategy
 from .tls import RELOADABLE, TLSContexts, TLSError, TLSServerEndpoint, enabled as tls_enabled
-from .resp.protocol import RespFactory
-from .resp.reply import ReplySlot, one_line
+from ..resp.protocol import RespFactory
+from ..resp.reply import ReplySlot, one_line
 from .watchdog import Watchdog
 
 log = logger("disque")
@@ -105,7 +105,7 @@ class NodeRuntime:
         self.links = None  # disque.bus.links.Links once the bus runs
         self._frames = {}  # bus frames encoded in the current drain round, by message
         self._bus_batch = 0  # >0 while a bus read is being handed to the core
-        self.pending_output = []  # connections with output kept until the batch ends (disque.output)
+        self.pending_output = []  # connections with output kept until the batch ends (disque.node.output)
         # Connections whose output waits for the AOF (end_turn): they got
         # output in a turn whose records the AOF could not write.  Their
         # later output queues behind (order), and all of it leaves once
@@ -340,7 +340,7 @@ class NodeRuntime:
             self.dispatch = self._dispatch
 
     def flush_output(self):
-        """Send what every connection wrote in this batch (disque.output)."""
+        """Send what every connection wrote in this batch (disque.node.output)."""
         pending = self.pending_output
         self.pending_output = []
         for conn in pending:
@@ -393,7 +393,7 @@ class NodeRuntime:
         self.ctx.stats.bus_auth_failures += 1
         self.failed_auth.record("bus", source, reason)
 
-    # Failed client authentications (disque.failed_auth), by source address:
+    # Failed client authentications (disque.access.failed_auth), by source address:
     # AUTH through the hooks below, the HTTP side's passwords directly.
 
     def auth_refusal(self, source):
@@ -647,7 +647,7 @@ class NodeRuntime:
     def struct_sizes(self):
         # The sizes the memory estimate charges (INFO used_memory): the
         # same on every runtime (PyPy has no sys.getsizeof).
-        from .core.memory import JOB_OVERHEAD, QUEUE_OVERHEAD
+        from ..core.memory import JOB_OVERHEAD, QUEUE_OVERHEAD
 
         return b"bits:64 job:%d queue:%d" % (JOB_OVERHEAD, QUEUE_OVERHEAD)
 
@@ -741,7 +741,7 @@ class DisqueNodeService(MultiService):
         if http_frontend is not None:  # the HTTP side (disque/http/): off while http-port is 0
             from twisted.internet.endpoints import quoteStringArgument
 
-            from .http.access import AccessSite
+            from ..http.access import AccessSite
 
             description = "tcp:%d:interface=%s" % (config["http-port"], quoteStringArgument(config["http-bind"]))
             site = AccessSite(http_frontend.resource(self), runtime)

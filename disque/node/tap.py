@@ -14,7 +14,7 @@ import sys
 
 from twisted.python import usage
 
-from .config import Config, ConfigError
+from ..config import Config, ConfigError
 
 # Options with their own flag, mapped to config directives.
 _DIRECT = [
@@ -55,7 +55,7 @@ class Options(usage.Options):
 
     def opt_help_strategies(self):
         """List the strategies and endpoint types installed, then exit."""
-        from .plugins import help_text
+        from ..plugins import help_text
 
         self.helpOutput.write(help_text())
         raise SystemExit(0)
@@ -89,9 +89,9 @@ def _fail(message):
 def makeService(options, reactor=None):
     """The node service for ``twistd disque``; ``reactor`` (tests): the
     reactor it runs on instead of the global one."""
-    from .interfaces import LoadError
+    from ..interfaces import LoadError
     from .listeners import EndpointError
-    from .plugins import StrategyError
+    from ..plugins import StrategyError
     from .service import DisqueNodeService, NodeFileError
     from .tls import TLSError
 
@@ -99,7 +99,7 @@ def makeService(options, reactor=None):
         _fail("port %d leaves no room for the cluster bus (port + 10000)" % options.config["port"])
     if options.config["tls-cluster"] and options.config["tls-port"] + 10000 > 65535:
         _fail("tls-port %d leaves no room for the TLS cluster bus (tls-port + 10000)" % options.config["tls-port"])
-    if reactor is None:  # the process is ours: the lean reactor (disque.reactor)
+    if reactor is None:  # the process is ours: the lean reactor (disque.node.reactor)
         from twisted.internet import reactor as running
         from .reactor import lighten
         lighten(running)

@@ -106,8 +106,8 @@ class Options(usage.Options):
 
 
 def makeService(options):
-    from .client.tls import TLSOptions
-    from .worker import Worker
+    from ..client.tls import TLSOptions
+    from . import Worker
 
     client_options = {"username": options["username"], "password": options["password"]}
     if options["tls-ca-cert-file"] or options["tls-cert-file"]:

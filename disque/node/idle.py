@@ -21,7 +21,7 @@ CHECK_INTERVAL = 1.0  # seconds; the directive counts whole seconds
 
 class IdleClients(Service):
     """Closes the idle clients of one node runtime
-    (:class:`disque.service.NodeRuntime`) while the service runs."""
+    (:class:`disque.node.service.NodeRuntime`) while the service runs."""
 
     def __init__(self, runtime):
         self.runtime = runtime

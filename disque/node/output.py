@@ -2,7 +2,7 @@
 
 Connections do not write to their transport as replies and bus frames are
 made: they keep them (:class:`BatchOutput`) and join the runtime's ``pending_output``
-list, and :meth:`disque.service.NodeRuntime.after_batch` calls their
+list, and :meth:`disque.node.service.NodeRuntime.after_batch` calls their
 ``flush()`` once the batch is done.  Two things follow:
 
 * **Order with the AOF.**  ``after_batch`` writes (and with ``appendfsync
@@ -35,7 +35,7 @@ class BatchOutput:
     outbuf = None
     held = False  # its output waits for the AOF (NodeRuntime.end_turn): hold() / release()
     _held_sum = (0, 0)  # (chunks, bytes) of outbuf summed by held_bytes() while held
-    counted = None  # maxmemory-clients' last figure (disque.client_memory); None: not counted (bus links)
+    counted = None  # maxmemory-clients' last figure (disque.node.client_memory); None: not counted (bus links)
 
     def hold(self) -> None:
         self.held = True

@@ -30,7 +30,7 @@ decides whether it must be closed: such a node needs ``cluster-password``
 or ``tls-cluster yes``, or ``cluster-trusted-network yes`` (the service
 refuses to start otherwise, see ``docs/security.md``).
 
-TLS from the ``tls-*`` directives (:mod:`disque.tls`) goes over these
+TLS from the ``tls-*`` directives (:mod:`disque.node.tls`) goes over these
 endpoints: ``tls-port`` adds TLS client listeners on every ``bind``
 address (:func:`tls_descriptions`), beside the plain ones, or alone when
 ``port`` is 0 (then 0 means "no plain port", as in Redis, not "a free
@@ -47,8 +47,8 @@ from twisted.internet.endpoints import clientFromString, quoteStringArgument, se
 from twisted.internet.interfaces import IStreamServerEndpoint
 from zope.interface import implementer
 
-from .bus.links import BUS_PORT_OFFSET
-from .protection import is_loopback
+from ..bus.links import BUS_PORT_OFFSET
+from ..access.protection import is_loopback
 
 CONNECT_TIMEOUT = 5  # seconds
 
@@ -133,7 +133,7 @@ def beyond_loopback(description):
     """Where the server endpoint string ``description`` listens beyond
     loopback, for a message (an address, "every interface", or the string
     itself for a transport this cannot tell about), or None when it listens
-    on loopback only (``disque.protection.is_loopback``) or on a Unix
+    on loopback only (``disque.access.protection.is_loopback``) or on a Unix
     socket."""
     args, kwargs = _fields(description)
     kind = args[0].lower()

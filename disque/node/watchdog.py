@@ -21,10 +21,10 @@ import traceback
 from twisted.application.service import Service
 from twisted.internet import task
 
-from .config import ConfigSetError
+from ..config import ConfigSetError
 from .logs import logger
 
-log = logger("disque.watchdog")
+log = logger("disque.node.watchdog")
 
 BANNER = "--- WATCHDOG TIMER EXPIRED ---"
 

@@ -52,8 +52,8 @@ from twisted.application import service
 from twisted.internet import defer, task, threads as twisted_threads
 from twisted.logger import Logger, LogLevel
 
-from .client import errors
-from .client.job import Job
+from ..client import errors
+from ..client.job import Job
 
 FETCH_RETRY_S = 1.0  # pause after a failed GETJOB before the next one
 
@@ -91,7 +91,7 @@ class Worker(service.Service):
         self.queues = list(queues)
         self._own_client = client is None
         if client is None:
-            from .client.txclient import DisqueClient
+            from ..client.txclient import DisqueClient
             client = DisqueClient(nodes, reactor=reactor, **(client_options or {}))
         self.client = client
         self.concurrency = concurrency

@@ -4,14 +4,14 @@ slowed down.
 A client sending a wrong ``AUTH`` password (or a wrong HTTP password) and a
 bus peer failing the ``cluster-password`` handshake (:mod:`disque.bus.auth`)
 are reported here, and so are clients refused by protected mode
-(:mod:`disque.protection`).  The counters are INFO's ``auth_failures``,
+(:mod:`disque.access.protection`).  The counters are INFO's ``auth_failures``,
 ``auth_delayed``, ``auth_refused`` and ``bus_auth_failures``
 (:class:`disque.commands.context.Stats`).
 
 The log (:class:`FailedAuth`) gets one warning per kind and source address
 when its first event comes, then nothing more from that source for
 :data:`WINDOW` seconds; the next line says how many it did not log
-(:class:`disque.log_limit.LogLimit`).  A
+(:class:`disque.node.log_limit.LogLimit`).  A
 password-guessing client thus costs the log a line a minute, not a line
 per attempt.
 
@@ -34,7 +34,7 @@ treated as new: its next event is logged, its next failure the first).
 
 from collections import deque
 
-from .log_limit import LogLimit
+from ..node.log_limit import LogLimit
 
 WINDOW = 60.0
 MAX_SOURCES = 4096

@@ -1,0 +1,14 @@
+"""The node runtime: everything between the pure core (``disque.core``) and
+the reactor.
+
+``service.DisqueNodeService`` is the embedding API (a Twisted
+``MultiService``)::
+
+    from disque.config import Config
+    from disque.node.service import DisqueNodeService
+    DisqueNodeService(Config.defaults()).setServiceParent(application)
+
+Importing this package imports nothing: the protocols and the clients
+import the few modules they share with the runtime (``logs``, ``output``,
+``tls``, ``heap``) without loading the rest of it.
+"""
