@@ -23,7 +23,10 @@ from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa
 
 from disque.config import Config  # noqa: E402
 from disque.resp.protocol import RespProtocol  # noqa: E402
-from disque.node.service import DisqueNodeService  # noqa: E402
+try:
+    from disque.node.service import DisqueNodeService  # noqa: E402
+except ImportError:  # a checkout from before disque/node/ (TREE)
+    from disque.service import DisqueNodeService  # noqa: E402
 
 
 def main():

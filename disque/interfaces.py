@@ -238,3 +238,81 @@ class INodeRuntime(Interface):
 
     def struct_sizes():
         """DEBUG STRUCTSIZE text."""
+
+    def save_nodes():
+        """CLUSTER SAVECONFIG: save the node file now; an error text or None."""
+
+
+class IClientRuntime(INodeRuntime):
+    """What a client protocol (RESP, the HTTP side) may ask of the node
+    (:class:`disque.node.runtime.NodeRuntime`), beyond the handlers' needs."""
+
+    reactor = Attribute("The reactor: the clock, delayed calls.")
+    config = Attribute("The node's disque.config.Config.")
+    node = Attribute("The core's NodeState (its ``now`` is set by set_time).")
+    ctx = Attribute("The command Context (clients, stats, ACL).")
+    dispatch = Attribute("The dispatch in force: ``dispatch(ctx, client, argv)`` (swapped while the "
+                         "AOF loads or fails).")
+    effects = Attribute("The effects and output batching (disque.node.effects): connections keep "
+                        "their output in ``effects.pending_output`` until the batch ends.")
+    loading = Attribute("True while the AOF loads in the background.")
+    client_memory = Attribute("maxmemory-clients' accounting (disque.node.client_memory).")
+    counting_clients = Attribute("True while maxmemory-clients is set: connections report what they hold.")
+    output_limits = Attribute("client-output-buffer-limit's normal class, read at each batch.")
+    query_buffer_limit = Attribute("client-query-buffer-limit, in bytes.")
+    max_bulk_len = Attribute("proto-max-bulk-len, in bytes.")
+    paused_until = Attribute("Node time (ms) CLIENT PAUSE lasts until; 0: not paused.")
+    failed_auth = Attribute("Failed authentications, counted and logged (disque.access.failed_auth).")
+    auth_throttle = Attribute("Sources refused after failing too often (disque.access.failed_auth.Throttle).")
+
+    def set_time():
+        """Set the core's clock from the reactor: a batch of work begins."""
+
+    def after_batch():
+        """A batch of work is done: run its effects, let its output leave."""
+
+    def clients_paused():
+        """Whether CLIENT PAUSE is in force now."""
+
+    def wait_unpause(proto):
+        """Call ``proto.resume()`` once CLIENT PAUSE ends."""
+
+
+class IBusHub(Interface):
+    """What the cluster bus protocol and links may ask of the node
+    (:class:`disque.node.bushub.BusHub`)."""
+
+    reactor = Attribute("The reactor: handshake deadlines.")
+    effects = Attribute("The effects and output batching (disque.node.effects).")
+    loading = Attribute("True while the AOF loads: peers' connections are closed.")
+    bus_sendbuf_limit = Attribute("cluster-link-sendbuf-limit, in bytes (0: none).")
+
+    def bus_batch_begin():
+        """A read of frames begins (the core's clock is set once for it)."""
+
+    def bus_batch_end():
+        """The read is done: its effects run, its output leaves."""
+
+    def bus_message(header, msg, link):
+        """A decoded message from the peer on ``link``."""
+
+    def bus_member(node_id):
+        """Whether ``node_id`` is a member of the cluster."""
+
+    def bus_inbound(protocol):
+        """A connection to our bus port carries the frames of a member."""
+
+    def bus_inbound_lost(protocol):
+        """Such a connection is gone."""
+
+    def bus_link_up(node_id):
+        """Our link to ``node_id`` is up."""
+
+    def bus_link_lost(protocol):
+        """A link's connection is gone."""
+
+    def bus_handshake(initiator):
+        """The ``cluster-password`` handshake for a new connection, or None."""
+
+    def bus_auth_failed(source, reason):
+        """A bus connection from ``source`` failed to authenticate."""

@@ -249,9 +249,9 @@ def test_the_unit_keeps_its_buffer_across_failed_writes(tmp_path):
 def test_the_node_file_is_saved_again_after_a_failed_write(make):
     node = make()
     fs = FaultyFileSystem()
-    node.runtime.files = fs
+    node.runtime.nodefile.files = fs
     conn = node.connect()
-    path = node.runtime.nodes_path
+    path = node.runtime.nodefile.path
     before = open(path, "rb").read()
     fs.full()
     with captured_log() as events:

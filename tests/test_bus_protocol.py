@@ -19,7 +19,8 @@ class Recorder:
         self.inbound = []
         self.batches = []
         self.depth = 0
-        self.pending_output = []  # as NodeRuntime: connections to flush when a batch ends
+        self.effects = self  # as BusHub: its effects keep the connections to flush when a batch ends
+        self.pending_output = []
         self.bus_sendbuf_limit = 0  # cluster-link-sendbuf-limit
         self.members = {b"a" * 40}  # node IDs bus_member says are members (HEADER's sender)
         self.failures = []  # (source, reason) of bus_auth_failed

@@ -40,7 +40,7 @@ def test_the_limit_is_bytes_or_a_share_of_maxmemory_and_at_least_128kb():
 
 def test_held_output_is_summed_once_per_chunk_and_afresh_at_each_hold():
     class Connection(BatchOutput):
-        runtime = types.SimpleNamespace(pending_output=[])
+        runtime = types.SimpleNamespace(effects=types.SimpleNamespace(pending_output=[]))
 
     conn = Connection()
     conn.keep(b"ab")

@@ -34,7 +34,7 @@ from disque.persistence.none import NoPersistence
 from disque.plugins import StrategyError
 from disque.resp.protocol import RespProtocol
 from disque.node.service import DisqueNodeService
-from disque.node.watchdog import BANNER
+from disque.node.timers import BANNER
 from test_protocol import LOCAL_PEER, cmd
 from test_service import ticks_in_one_second
 
@@ -232,11 +232,11 @@ def test_before_auth_requests_are_limited_as_in_redis(make):
 @effect("cluster-password")
 def _cluster_password(make):
     """The bus handshake (tests/test_bus_password.py shows it on the wire)."""
-    assert make().runtime.bus_handshake(initiator=True) is None
+    assert make().runtime.bus.bus_handshake(initiator=True) is None
     node = make(**{"cluster-password": "s3cret"})
-    assert node.runtime.bus_handshake(initiator=True).hello().startswith(b"DA")
+    assert node.runtime.bus.bus_handshake(initiator=True).hello().startswith(b"DA")
     node.connect().call("CONFIG", "SET", "cluster-password", "")
-    assert node.runtime.bus_handshake(initiator=False) is None
+    assert node.runtime.bus.bus_handshake(initiator=False) is None
 
 
 OPEN_BUS = ("cluster-password: the cluster bus listens beyond loopback (10.0.0.1) with neither cluster-password "
@@ -255,7 +255,7 @@ def _cluster_trusted_network(make):
     assert str(e.value) == OPEN_BUS
     node = make(**beyond, **{"cluster-trusted-network": "yes"})
     assert node.connect().call("CONFIG", "GET", "cluster-trusted-network") == cmd("cluster-trusted-network", "yes")
-    assert node.runtime.bus_handshake(initiator=False) is None  # open, as asked
+    assert node.runtime.bus.bus_handshake(initiator=False) is None  # open, as asked
 
 
 def test_config_set_cannot_open_a_bus_beyond_loopback(make):
@@ -407,7 +407,7 @@ def _cluster_link_sendbuf_limit(make):
     for value, dropped in (("0", False), ("1mb", True)):
         node = make(**{"cluster-link-sendbuf-limit": value})
         tr = StringTransport()
-        link = BusProtocol(node.runtime, b"b" * 40)
+        link = BusProtocol(node.runtime.bus, b"b" * 40)
         link.makeConnection(tr)
         link.pauseProducing()  # its transport is full: the peer does not read
         with captured_log() as events:
@@ -1361,7 +1361,7 @@ def test_appendonly_needs_a_persistence_that_keeps_a_file(make):
 
 
 def test_watchdog_period_is_at_least_two_ticks(make):
-    from disque.node.watchdog import Watchdog
+    from disque.node.timers import Watchdog
 
     node = make(**{"watchdog-period": "1"})
     watchdog = next(s for s in node.service if isinstance(s, Watchdog))

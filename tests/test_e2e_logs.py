@@ -5,7 +5,7 @@ lines stay in twistd's log."""
 import time
 
 from support import NodeProcess
-from disque.node.watchdog import BANNER
+from disque.node.timers import BANNER
 
 READY = "ready to accept connections"
 
@@ -39,7 +39,7 @@ def test_loglevel_warning_and_logfile(tmp_path):
         assert c.call("DEBUG", "SLEEP", "0.6") == b"OK"
         assert wait_for(lambda: BANNER in read(logfile)), read(logfile) + node.log()
         text = read(logfile)
-        assert "in debug" in text and "[disque.node.watchdog#warn]" in text   # the stack of DEBUG SLEEP
+        assert "in debug" in text and "[disque.watchdog#warn]" in text   # the stack of DEBUG SLEEP
         assert READY not in text                                         # an info line: below warning
         twistd = node.log()
         assert "reactor class" in twistd                                 # twistd's own lines: its -l file

@@ -12,6 +12,7 @@ from twisted.internet.testing import MemoryReactorClock, StringTransport
 
 from disque.config import Config
 from disque.node.listeners import EndpointError, beyond_loopback, bus_beyond_loopback, open_bus_refusal
+from disque.node.timers import DirectiveTimer
 from disque.node.service import DisqueNodeService
 from disque.node.tap import Options, makeService
 
@@ -42,9 +43,11 @@ def command(service, line):
 def test_the_default_listeners_are_derived_from_port_bind_and_backlog(tmp_path):
     service, reactor = build(tmp_path, bind="127.0.0.1 ::1", **{"tcp-backlog": "77"})
     assert all(isinstance(s, StreamServerEndpointService) for s in service.listeners + service.bus_listeners)
-    # the tick, and the heap freezer where the runtime has gc.freeze (CPython)
-    timers = [s for s in service if isinstance(s, TimerService)]
-    assert service.cron in timers and len(timers) == (2 if hasattr(gc, "freeze") else 1)
+    # the directive-driven timers (the tick, timeout, watchdog-period), and
+    # the heap freezer where the runtime has gc.freeze (CPython)
+    timers = [s.directive for s in service if isinstance(s, DirectiveTimer)]
+    assert timers == ["hz", "timeout", "watchdog-period"] and service.cron.directive == "hz"
+    assert len([s for s in service if isinstance(s, TimerService)]) == (1 if hasattr(gc, "freeze") else 0)
     service.startService()
     try:
         assert tcp_servers(reactor) == [(7711, 77, "127.0.0.1"), (7711, 77, "::1"),

@@ -34,7 +34,9 @@ NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Conf
                  "FailedAuth", "Throttle", "Nonces",  # the runtime's authentication records
                  "LogLimit",  # and the one of its notices
                  "ClientMemory",  # maxmemory-clients' running total
-                 "Acl", "User"}  # the node's users (made with it, and by ACL SETUSER: not per client)
+                 "Acl", "User",  # the node's users (made with it, and by ACL SETUSER: not per client)
+                 # the runtime's parts (disque.node), each pointing back at it
+                 "BusHub", "Effects", "NodeFile", "ProcessFacts"}
 
 
 def _workload(runtime, clock):

@@ -8,7 +8,7 @@ import pytest
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
-from disque.node import service as service_module
+from disque.node import loading as loading_module
 from disque.config import Config
 from disque.core.node import NodeState
 from disque.interfaces import LoadError
@@ -48,7 +48,7 @@ def make_service(tmp_path, n=1000, persistence="aof:sync-load-max=0", **override
 def one_clock_look_per_slice(monkeypatch):
     """Slices of no time: each applies load.CLOCK_EVERY records (the
     records between two looks at the clock), whatever the machine."""
-    monkeypatch.setattr(service_module, "LOAD_SLICE", 0)
+    monkeypatch.setattr(loading_module, "LOAD_SLICE", 0)
 
 
 def turn(reactor):

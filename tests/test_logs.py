@@ -127,15 +127,15 @@ def test_reset_is_the_default(node_log, published, tmp_path):
 def test_the_node_modules_log_through_the_node_log():
     import disque.bus.links
     import disque.bus.protocol
-    import disque.node.idle
     import disque.persistence.aof
     import disque.resp.protocol
+    import disque.node.runtime
     import disque.node.service
-    import disque.node.watchdog
+    import disque.node.timers
     from disque.node.logs import node_log
 
-    for module in (disque.bus.links, disque.bus.protocol, disque.node.idle, disque.persistence.aof,
-                   disque.resp.protocol, disque.node.service, disque.node.watchdog):
+    for module in (disque.bus.links, disque.bus.protocol, disque.persistence.aof, disque.resp.protocol,
+                   disque.node.runtime, disque.node.service, disque.node.timers):
         assert module.log.observer is node_log, module.__name__
         assert module.log.namespace.startswith("disque"), module.__name__
     assert logger("disque.x").observer is node_log

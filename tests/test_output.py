@@ -137,7 +137,7 @@ def test_a_batch_is_written_once_after_the_aof(make, monkeypatch):
     # the two jobs' records synced first, then the three replies in one write
     assert order == ["fsync", ("write", 3)]
     assert conn.take().endswith(b"+PONG\r\n")
-    assert node.runtime.pending_output == []
+    assert node.runtime.effects.pending_output == []
 
 
 def test_a_parked_reply_leaves_when_its_batch_ends(make):
@@ -147,4 +147,4 @@ def test_a_parked_reply_leaves_when_its_batch_ends(make):
     assert waiter.take() == b""
     producer.proto.dataReceived(cmd("ADDJOB", "q", "job", "0"))
     assert b"job" in waiter.take()  # delivered in the producer's batch, flushed at its end
-    assert node.runtime.pending_output == []
+    assert node.runtime.effects.pending_output == []

@@ -192,7 +192,7 @@ def test_deadline_wake_ups_run_only_what_is_due(monkeypatch):
     runtime, clock = make_runtime()
     periodic = []
     monkeypatch.setattr(runtime.node.queues, "reclaim_idle", lambda: periodic.append(1))
-    monkeypatch.setattr("disque.node.service._rss", lambda: periodic.append(1) or 0)
+    monkeypatch.setattr("disque.node.facts._rss", lambda: periodic.append(1) or 0)
     clients = [connect(runtime) for _ in range(200)]
     for n, (proto, _) in enumerate(clients):
         proto.dataReceived(cmd("GETJOB", "TIMEOUT", str(10 + n), "FROM", "empty"))

@@ -1,9 +1,9 @@
 """Output leaves at the end of a batch, straight to the socket.
 
 Connections do not write to their transport as replies and bus frames are
-made: they keep them (:class:`BatchOutput`) and join the runtime's ``pending_output``
-list, and :meth:`disque.node.service.NodeRuntime.after_batch` calls their
-``flush()`` once the batch is done.  Two things follow:
+made: they keep them (:class:`BatchOutput`) and join the ``pending_output``
+list of the runtime's effects (:mod:`disque.node.effects`), which calls
+their ``flush()`` once the batch is done.  Two things follow:
 
 * **Order with the AOF.**  ``after_batch`` writes (and with ``appendfsync
   always``, fsyncs) the append only file *before* it flushes the
@@ -27,13 +27,14 @@ _DIRECT = (tcp.Server, tcp.Client)
 
 class BatchOutput:
     """What a connection keeps until its batch ends (mixed into the RESP and
-    bus protocols, which have ``runtime`` and ``transport``).  Invariant:
+    bus protocols, which have ``runtime`` -- the NodeRuntime or its BusHub,
+    both with ``effects`` -- and ``transport``).  Invariant:
     ``outbuf`` is None, or non-empty and the connection is in
-    ``runtime.pending_output`` or (``held``) in ``runtime.held_output``
+    ``runtime.effects.pending_output`` or (``held``) in ``runtime.effects.held_output``
     exactly once."""
 
     outbuf = None
-    held = False  # its output waits for the AOF (NodeRuntime.end_turn): hold() / release()
+    held = False  # its output waits for the AOF (Effects.end_turn): hold() / release()
     _held_sum = (0, 0)  # (chunks, bytes) of outbuf summed by held_bytes() while held
     counted = None  # maxmemory-clients' last figure (disque.node.client_memory); None: not counted (bus links)
 
@@ -62,7 +63,7 @@ class BatchOutput:
         out = self.outbuf
         if out is None:
             self.outbuf = out = []
-            self.runtime.pending_output.append(self)
+            self.runtime.effects.pending_output.append(self)
         out.extend(chunks)
 
     def take_output(self):

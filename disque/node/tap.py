@@ -92,7 +92,8 @@ def makeService(options, reactor=None):
     from ..interfaces import LoadError
     from .listeners import EndpointError
     from ..plugins import StrategyError
-    from .service import DisqueNodeService, NodeFileError
+    from .nodefile import NodeFileError
+    from .service import DisqueNodeService
     from .tls import TLSError
 
     if options.config["port"] + 10000 > 65535:

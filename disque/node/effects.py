@@ -1,0 +1,174 @@
+"""Executing the core's effects, and output batched per turn.
+
+The core returns effects (``disque.core.effects``); :class:`Effects`
+executes them in order (``drain``) and decides when what the connections
+kept leaves (``end_batch``, ``end_turn``).  Connections keep their output
+(:class:`disque.node.output.BatchOutput`) and join ``pending_output``;
+at the end of each batch -- or, with ``output-flush turn``, once per
+reactor turn and every ``MAX_TURN_MS`` within a long one -- the AOF is
+written first, then every kept output leaves, one write per connection.
+
+Invariants: no reply or bus frame leaves before the records of its turn are
+as durable as ``appendfsync`` promises; a connection with kept output is in
+``pending_output`` or in ``held_output``, exactly once; a bus message is
+encoded once per drain round and bus version, however many receivers.
+This is the request path: keep it cheap (docs/benchmarks.md).
+"""
+
+from ..core.effects import execute
+from .log_limit import LogLimit
+from .logs import logger
+
+log = logger("disque")
+
+#: With ``output-flush turn``, output kept for this long (ms) in one reactor
+#: turn leaves without waiting for the turn's end: a turn that serves many
+#: pipelined clients must not hold back the replicas' and clients' work.
+MAX_TURN_MS = 1
+
+
+class Effects:
+    """The effect executor (the ``on_*`` methods ``execute`` calls) and the
+    output batching of one :class:`disque.node.runtime.NodeRuntime`."""
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        self.node = runtime.node
+        self.persistence = runtime.persistence
+        self.reactor = runtime.reactor
+        self.bus = runtime.bus  # the version choice of bus frames (BusHub.frame)
+        self.pending_output = []  # connections with output kept until the batch ends (disque.node.output)
+        # Connections whose output waits for the AOF (end_turn): they got
+        # output in a turn whose records the AOF could not write.  Their
+        # later output queues behind (order), and all of it leaves once
+        # the records are durable.
+        self.held_output = []
+        self.persisted = False  # this turn gave the persistence records
+        # output-flush turn: output leaves once per reactor turn instead of
+        # once per read.  A delayed call of 0 s runs once the reactor has
+        # handed every socket ready in this turn its data, so the replies
+        # and bus frames of all of them leave together (one write per
+        # connection per turn), as the original's event loop does.  On a
+        # test's Clock it runs when the test advances time.
+        self.flush_per_turn = False
+        self._turn = None  # the pending end_turn_now call
+        self._turn_started = 0  # node time of the turn's first batch (or last early flush)
+        self.notice_limit = LogLimit(runtime.reactor.seconds)  # the core's notices with a key: a line a minute per key
+
+    def drain(self):
+        """Execute the core's effects, and those they cause, in order."""
+        outbox = self.node.outbox  # shared with node.cluster: never rebound
+        bus = self.bus
+        while outbox:
+            effects = outbox[:]
+            outbox.clear()
+            bus.new_round()  # one encoding per message, however many receivers
+            execute(effects, self)
+
+    # The effect executor (disque.core.effects.execute).
+
+    def on_reply(self, effect):
+        effect.client.conn.deliver(effect.payload)
+
+    def on_persist(self, effect):
+        self.persistence.append(effect.record)
+        self.persisted = True
+
+    def on_send(self, effect):
+        links = self.runtime.links
+        if links is not None:
+            frame = self.bus.frame(effect.message, effect.node_id)
+            if frame is not None:
+                links.send(effect.node_id, frame)
+
+    def on_send_link(self, effect):
+        effect.link.send_frame(self.bus.frame(effect.message, getattr(effect.link, "node_id", None)))
+
+    def on_link(self, effect):
+        links = self.runtime.links
+        if links is not None:
+            links.ensure(effect.node_id, effect.host, effect.port)
+
+    def on_unlink(self, effect):
+        links = self.runtime.links
+        if links is not None:
+            links.drop(effect.node_id)
+
+    def on_notice(self, effect):
+        if effect.key is None:
+            log.info("{text}", text=effect.text)
+            return
+        folded = self.notice_limit.admit(effect.key)
+        if folded is not None:
+            log.info("{text}{more}", text=effect.text,
+                     more=" (%d more like it not logged in the last minute)" % folded if folded else "")
+
+    def on_rekey(self, effect):
+        links = self.runtime.links
+        if links is not None:
+            links.rekey(effect.old, effect.new)
+
+    # Output, per batch or per turn.
+
+    def end_batch(self):
+        """A batch is done: with ``output-flush batch`` what it kept leaves
+        now, with ``turn`` at the turn's end (or now, in a long turn)."""
+        if not self.flush_per_turn:
+            self.end_turn()
+        elif self._turn is None:
+            self._turn_started = self.node.now
+            self._turn = self.reactor.callLater(0, self.end_turn_now)
+        elif self.node.now - self._turn_started >= MAX_TURN_MS:
+            self._turn_started = self.node.now  # a long turn: what is ready leaves now
+            self.end_turn()
+
+    def end_turn_now(self):
+        """The reactor turn ends (the delayed call), or must end at once (a
+        stopping service: the pending call is cancelled, what it would have
+        sent leaves now)."""
+        if self._turn is not None:
+            if self._turn.active():
+                self._turn.cancel()
+            self._turn = None
+        self.end_turn()
+
+    def end_turn(self):
+        """Write the AOF, then send what every connection kept (at the end
+        of each batch, or with ``output-flush turn`` once per reactor turn
+        and every ``MAX_TURN_MS`` within a long one).
+
+        No reply or bus frame leaves before the records of its turn are as
+        durable as ``appendfsync`` promises: when the AOF cannot take them
+        (a full disk, a failed fsync), the turn's output is held, with all
+        that follows on the same connections, until a later flush (every
+        tick retries) gets them on disk.  Turns that gave the AOF nothing
+        (the -MISCONF replies, reads) still answer."""
+        durable = self.persistence.flush() is not False
+        persisted, self.persisted = self.persisted, False
+        if durable:
+            if self.held_output:
+                for conn in self.held_output:
+                    conn.release()
+                self.pending_output[:0] = self.held_output
+                self.held_output = []
+        elif persisted and self.pending_output:
+            for conn in self.pending_output:
+                conn.hold()
+            self.held_output += self.pending_output
+            self.pending_output = []
+        if self.pending_output:  # after the AOF: no reply before what it acknowledges
+            self.flush_output()
+        runtime = self.runtime
+        if runtime.counting_clients:
+            if self.held_output:  # (what a held connection gets meanwhile stays)
+                runtime.client_memory.report_all(self.held_output)
+            runtime.client_memory.check()
+
+    def flush_output(self):
+        """Send what every connection wrote in this batch (disque.node.output)."""
+        pending = self.pending_output
+        self.pending_output = []
+        for conn in pending:
+            conn.flush()
+        if self.runtime.counting_clients:  # their output left, or waits for their transport
+            self.runtime.client_memory.report_all(pending)

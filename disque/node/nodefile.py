@@ -1,0 +1,82 @@
+"""The node file (``cluster-config-file``): the node's ID and the cluster it
+knows, saved whenever the cluster view changes and read at start-up.
+
+Invariants: the file is replaced crash-safely (temp file, fsync, rename,
+directory fsync: :func:`disque.persistence.files.atomic_write`); the
+cluster stays dirty until it is written, so a failed save is retried (at
+most once a tick), logged once until it works again, and shown by INFO
+(``nodes_file_status``).
+"""
+
+from ..core.membership import parse_nodes_file
+from ..persistence import files
+from ..persistence.files import atomic_write
+from .logs import logger
+
+log = logger("disque")
+
+
+class NodeFileError(Exception):
+    """The node file exists but cannot be used: start-up stops."""
+
+
+def load_nodes_file(path):
+    """``(my_id, leaving, peers)`` from the node file, or None if there is
+    none yet."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise NodeFileError("cannot read the node file %s: %s" % (path, e.strerror))
+    try:
+        return parse_nodes_file(text)
+    except ValueError as e:
+        raise NodeFileError("bad node file %s: %s (fix or remove it)" % (path, e))
+
+
+class NodeFile:
+    """Saves one node's cluster view to ``path`` (None: not kept, as in
+    in-memory tests)."""
+
+    def __init__(self, path, config, clock):
+        self.path = path
+        self.config = config
+        self.clock = clock  # reactor.seconds
+        self.files = files.OS  # the door to the disk (tests replace it)
+        self.error = None  # why the last save failed
+        self.retry = 0.0  # not before this time (seconds) after a failure
+
+    def due(self) -> bool:
+        """Whether a dirty cluster is saved now (not while a failed save
+        waits for its retry)."""
+        return self.error is None or self.clock() >= self.retry
+
+    def save(self, cluster):
+        """Write the file; return an error text or None."""
+        if self.path is None:
+            cluster.dirty = False
+            return None
+        now = self.clock()
+        try:
+            atomic_write(self.files, self.path, cluster.nodes_file_text())
+        except OSError as e:
+            self.retry = now + 1.0 / max(self.config["hz"], 1)
+            text = e.strerror or str(e)
+            if self.error is None:
+                log.error("Could not save the node file {path}: {error} (retried every tick)",
+                          path=self.path, error=text)
+            self.error = text
+            return text
+        cluster.dirty = False
+        if self.error is not None:
+            log.warn("The node file {path} is saved again", path=self.path)
+            self.error = None
+        return None
+
+    def info(self):
+        """INFO's persistence fields for the file: only while saving fails."""
+        if self.path is not None and self.error is not None:
+            return [("nodes_file_status", "err"), ("nodes_file_error", self.error)]
+        return []
