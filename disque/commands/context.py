@@ -3,7 +3,7 @@
 Handlers are pure functions of ``(ctx, client, argv)``; anything that needs
 the process or the reactor (shutting down, sleeping, process statistics)
 goes through ``ctx.runtime``, an :class:`disque.interfaces.INodeRuntime`
-provided by the service (:class:`disque.node.service.NodeRuntime`; in-memory
+provided by the service (:class:`disque.node.runtime.NodeRuntime`; in-memory
 tests build a real one on a ``task.Clock``).
 """
 

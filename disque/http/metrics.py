@@ -104,7 +104,7 @@ def _queue_series(node, limit: int, visible=None):
 
 def render(runtime, visible=None) -> bytes:
     """The exposition for the node served by ``runtime`` (a
-    ``disque.node.service.NodeRuntime``).  ``visible``: None, or a test of
+    ``disque.node.runtime.NodeRuntime``).  ``visible``: None, or a test of
     queue names (a user's ``may_queue``): the per-queue series of the
     queues it refuses are left out; the node-wide figures stay, as INFO
     shows them to every user."""

@@ -8,7 +8,7 @@ one at a time.  What a connection holds is what
 bytes and the arguments of an incomplete request, the requests waiting to
 run, the replies queued behind one still being made (a synchronous ADDJOB
 waiting for its copies, a failed AUTH answered late), the output kept while the AOF cannot take the turn's records
-(``held_output`` of :class:`disque.node.service.NodeRuntime`), and the output
+(``held_output`` of :class:`disque.node.effects.Effects`), and the output
 written while its transport is full.  MONITOR clients count like any
 other; only a client that sent ``CLIENT NO-EVICT on`` is never closed.
 

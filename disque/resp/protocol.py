@@ -45,7 +45,7 @@ the default user has no password (:mod:`disque.access.protection`: ``-DENIED``,
 checked here once, never per request), ``tcp-keepalive N`` turns on TCP keepalives
 (first probe after N s idle, then every N/3 s, 3 probes: the original's
 settings), and :meth:`RespProtocol.idle` is what ``timeout`` asks
-(:mod:`disque.node.idle`).
+(:mod:`disque.node.timers`).
 """
 
 import socket
