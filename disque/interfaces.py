@@ -243,19 +243,25 @@ class INodeRuntime(Interface):
         """CLUSTER SAVECONFIG: save the node file now; an error text or None."""
 
 
-class IClientRuntime(INodeRuntime):
+class IConnectionHost(Interface):
+    """What every protocol of the node (client or bus) reads where it is
+    hosted: its connections keep their output (disque.node.output) in
+    ``effects.pending_output`` until the batch ends."""
+
+    reactor = Attribute("The reactor: the clock, delayed calls, deadlines.")
+    effects = Attribute("The effects and output batching (disque.node.effects).")
+    loading = Attribute("True while the AOF loads in the background (peers' connections are closed).")
+
+
+class IClientRuntime(INodeRuntime, IConnectionHost):
     """What a client protocol (RESP, the HTTP side) may ask of the node
     (:class:`disque.node.runtime.NodeRuntime`), beyond the handlers' needs."""
 
-    reactor = Attribute("The reactor: the clock, delayed calls.")
     config = Attribute("The node's disque.config.Config.")
     node = Attribute("The core's NodeState (its ``now`` is set by set_time).")
     ctx = Attribute("The command Context (clients, stats, ACL).")
     dispatch = Attribute("The dispatch in force: ``dispatch(ctx, client, argv)`` (swapped while the "
                          "AOF loads or fails).")
-    effects = Attribute("The effects and output batching (disque.node.effects): connections keep "
-                        "their output in ``effects.pending_output`` until the batch ends.")
-    loading = Attribute("True while the AOF loads in the background.")
     client_memory = Attribute("maxmemory-clients' accounting (disque.node.client_memory).")
     counting_clients = Attribute("True while maxmemory-clients is set: connections report what they hold.")
     output_limits = Attribute("client-output-buffer-limit's normal class, read at each batch.")
@@ -278,13 +284,10 @@ class IClientRuntime(INodeRuntime):
         """Call ``proto.resume()`` once CLIENT PAUSE ends."""
 
 
-class IBusHub(Interface):
+class IBusHub(IConnectionHost):
     """What the cluster bus protocol and links may ask of the node
     (:class:`disque.node.bushub.BusHub`)."""
 
-    reactor = Attribute("The reactor: handshake deadlines.")
-    effects = Attribute("The effects and output batching (disque.node.effects).")
-    loading = Attribute("True while the AOF loads: peers' connections are closed.")
     bus_sendbuf_limit = Attribute("cluster-link-sendbuf-limit, in bytes (0: none).")
 
     def bus_batch_begin():
