@@ -350,7 +350,7 @@ KINDS = {
 
 def _check_user(words):
     """A ``user`` line's name and rules must parse (disque.acl)."""
-    from .acl import AclError, parse_lines
+    from ..acl import AclError, parse_lines
 
     try:
         parse_lines([(0, [b"user"] + [_enc(w) for w in words])])
