@@ -154,7 +154,7 @@ def refusal(ctx, client, cmd, argv):
 
 def client_info(ctx, client) -> bytes:
     """The client as CLIENT LIST shows it (for ACL LOG)."""
-    from .server import client_line
+    from .connection import client_line
 
     return client_line(ctx, client, ctx.node.now // 1000).rstrip(b"\n")
 
@@ -260,6 +260,6 @@ def load():
     """Import the handler modules (each registers its commands in
     ``TABLE``) and return :func:`dispatch`.  The service calls it when it
     builds a node; importing this package alone registers nothing."""
-    from . import acl, jobs, queues, server  # noqa: F401
+    from . import acl, admin, cluster, connection, diagnostics, info, jobs, queues  # noqa: F401
 
     return dispatch
