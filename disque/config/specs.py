@@ -85,7 +85,7 @@ def tls_protocol_range(text):
     return indexes[0], indexes[-1]
 
 
-_GC_FREEZE = hasattr(gc, "freeze")  # CPython's (disque/heap.py); PyPy has none
+_GC_FREEZE = hasattr(gc, "freeze")  # CPython's (disque/node/heap.py); PyPy has none
 _TCP_ONLY = "this node listens on TCP only"
 Spec = Spec
 # In CONFIG GET order of the original server; then the project's own; then the
@@ -151,7 +151,7 @@ SPECS = (
     # refuse to start, or start without them (their jobs come back from the
     # nodes holding copies).
     Spec("aof-load-damaged", "enum", "refuse", True, original=False, choices=("refuse", "skip")),
-    # Who may connect and run DEBUG (disque/protection.py, docs/security.md),
+    # Who may connect and run DEBUG (disque/access/protection.py, docs/security.md),
     # as Redis 7: protected mode, and DEBUG from local connections only.
     Spec("protected-mode", "bool", True, True, original=False),
     Spec("enable-debug-command", "enum", "local", original=False, choices=("no", "local", "yes")),
@@ -164,9 +164,9 @@ SPECS = (
          check=lambda t: require(len(to_bytes(t)) <= 512, "must be at most 512 bytes long")),
     # A bus reachable beyond loopback needs cluster-password or tls-cluster,
     # unless this says anyone who can reach it may be a member
-    # (disque.listeners.open_bus_refusal, docs/security.md).
+    # (disque.node.listeners.open_bus_refusal, docs/security.md).
     Spec("cluster-trusted-network", "bool", False, original=False),
-    # TLS (disque/tls.py, docs/security.md), in Redis' words; CONFIG SET of
+    # TLS (disque/node/tls.py, docs/security.md), in Redis' words; CONFIG SET of
     # the settable ones reloads the certificates for new connections.
     # The HTTP side (disque/http/, docs/observability.md): off while
     # http-port is 0; http-frontend names the strategy serving it.
@@ -196,7 +196,7 @@ SPECS = (
     # bulk limits of Redis 4, the bus send buffer limit of Redis 7.  A bulk
     # must fit a bus frame (disque.bus.protocol.MAX_FRAME): 512 MB at most.
     Spec("client-query-buffer-limit", "mem", 1024 ** 3, True, original=False, lo=1024 ** 2),
-    # Redis 7: what all clients together may hold (disque/client_memory.py).
+    # Redis 7: what all clients together may hold (disque/node/client_memory.py).
     Spec("maxmemory-clients", "share", 0, True, original=False, lo=0),
     Spec("proto-max-bulk-len", "mem", 512 * 1024 ** 2, True, original=False, lo=1024 ** 2,
          hi=512 * 1024 ** 2),
