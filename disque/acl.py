@@ -37,37 +37,26 @@ Invariants:
   (set: ``resetpass >pw``; empty: ``nopass``), as in Redis.
 * Nothing here knows Twisted or the node: :class:`Acl` is a registry of
   users, parsing and checks; the command layer and the HTTP side call it.
+
+What a command needs and names (categories, queue and job arguments) is
+:mod:`disque.access.categories`; users from ``user`` lines and aclfiles,
+:mod:`disque.access.acl_file`.  This module stays whole (about 430 lines):
+a user's rules (:class:`User`) and the registry that tries them on a copy
+and applies them in place (:class:`Acl`) are one invariant, read together.
 """
 
 import hashlib
 import hmac
 import os
 import time
-from collections import OrderedDict
 
-from .config import stringmatch
+from .access.categories import ALL_NAMES, CATEGORIES, JOB_ARGS, QUEUE_ARGS, SPLIT, command_key
+from .config.glob import stringmatch
+from .config.lexer import quote
 
 __all__ = ["Acl", "AclError", "User", "CATEGORIES", "hash_password"]
 
 DEFAULT = b"default"
-
-#: Commands by category; every command of the table is in exactly one
-#: (CLIENT's subcommands split between @connection and @admin).
-CATEGORIES = OrderedDict((
-    (b"produce", (b"addjob",)),
-    (b"consume", (b"getjob", b"ackjob", b"fastack", b"nack", b"working")),
-    (b"inspect", (b"qlen", b"qpeek", b"qstat", b"show", b"jscan", b"qscan", b"info")),
-    (b"manage", (b"pause", b"enqueue", b"dequeue", b"deljob", b"revive")),
-    (b"admin", (b"config", b"cluster", b"debug", b"shutdown", b"bgrewriteaof", b"acl", b"monitor",
-                b"slowlog", b"latency", b"loadjob", b"client|list", b"client|kill", b"client|pause")),
-    (b"connection", (b"ping", b"time", b"command", b"hello", b"auth", b"client|setname", b"client|getname",
-                     b"client|id", b"client|reply", b"client|info")),
-))
-#: Commands whose permission is per subcommand ("client|setname").
-SPLIT = frozenset(name.partition(b"|")[0] for names in CATEGORIES.values() for name in names if b"|" in name)
-#: Every permission key.  An unknown subcommand of a SPLIT command is none
-#: of them: only an unrestricted user runs it (and gets the command's error).
-_ALL_NAMES = tuple(name for names in CATEGORIES.values() for name in names)
 
 NOPERM_QUEUE = b"-NOPERM No permissions to access a queue\r\n"
 NOPERM_JOB = b"-NOPERM No permissions to access a job\r\n"
@@ -84,51 +73,6 @@ def hash_password(password: bytes) -> bytes:
 
 def _is_hash(text: bytes) -> bool:
     return len(text) == 64 and all(c in b"0123456789abcdef" for c in text.lower())
-
-
-# -- which queues and jobs a command names -----------------------------------
-
-def _first(argv):
-    return argv[1:2]
-
-
-def _getjob_queues(argv):
-    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM q..."""
-    i, n = 1, len(argv)
-    while i < n:
-        opt = argv[i].lower()
-        if opt == b"from":
-            return argv[i + 1:]
-        i += 2 if opt in (b"timeout", b"count") else 1
-    return ()
-
-
-def _option_queue(argv):
-    """JSCAN ... QUEUE q ...: the queue it filters on, if any."""
-    for i in range(1, len(argv) - 1):
-        if argv[i].lower() == b"queue":
-            return argv[i + 1:i + 2]
-    return ()
-
-
-def _all(argv):
-    return argv[1:]
-
-
-#: command -> the queue names it takes from argv.
-QUEUE_ARGS = {b"addjob": _first, b"qlen": _first, b"qpeek": _first, b"qstat": _first, b"pause": _first,
-              b"getjob": _getjob_queues, b"jscan": _option_queue}
-#: command -> the job IDs it takes from argv.
-JOB_ARGS = {b"ackjob": _all, b"fastack": _all, b"nack": _all, b"enqueue": _all, b"dequeue": _all,
-            b"deljob": _all, b"revive": _all, b"show": _first, b"working": _first}
-
-
-def command_key(name: bytes, argv) -> bytes:
-    """The name a permission is checked against: ``client|setname`` for
-    the subcommands of a SPLIT command, else the command's name."""
-    if name in SPLIT and len(argv) > 1:
-        return name + b"|" + argv[1].lower()
-    return name
 
 
 #: Queue names whose verdict a user keeps (the glob matching is pure Python;
@@ -161,7 +105,7 @@ class User:
 
     def _derive(self):
         self.verdicts = {}  # queue -> may_queue's answer, for the patterns as they are now
-        self.unrestricted = self.all_queues and len(self.commands) == len(_ALL_NAMES)  # (a subset of them)
+        self.unrestricted = self.all_queues and len(self.commands) == len(ALL_NAMES)  # (a subset of them)
 
     # -- rules ------------------------------------------------------------
 
@@ -222,7 +166,7 @@ class User:
         low = rule.lower()
         allow = low == b"allcommands" or rule[:1] == b"+"
         if low in (b"allcommands", b"nocommands") or low[1:] == b"@all":
-            names = _ALL_NAMES
+            names = ALL_NAMES
             self.command_rules = [b"+@all" if allow else b"-@all"]
         else:
             names = self._names(low[1:])
@@ -240,10 +184,10 @@ class User:
                 raise AclError("Unknown command or category name in ACL")
             return names
         base = what.partition(b"|")[0]
-        if what in _ALL_NAMES:
+        if what in ALL_NAMES:
             return (what,)
         if base in SPLIT and b"|" not in what:  # the whole command: every subcommand
-            return tuple(n for n in _ALL_NAMES if n.partition(b"|")[0] == base)
+            return tuple(n for n in ALL_NAMES if n.partition(b"|")[0] == base)
         raise AclError("Unknown command or category name in ACL")
 
     # -- what it may do ---------------------------------------------------
@@ -394,7 +338,7 @@ class Acl:
     def setuser(self, name: bytes, rules) -> User:
         """ACL SETUSER: create the user if needed and apply ``rules`` in
         order, all or none (an AclError names the rule that failed)."""
-        _check_name(name)
+        check_name(name)
         current = self.users.get(name)
         trial = User(name)
         if current is not None:
@@ -461,8 +405,6 @@ class Acl:
 
 def _word(rule: bytes) -> bytes:
     """``rule`` as a word split_args reads back (quoted if it must be)."""
-    from .config import quote
-
     if rule and all(32 < c < 127 and c not in b"\"'\\" for c in rule):
         return rule
     return quote(rule)
@@ -477,55 +419,10 @@ def _copy_user(src: User, dst: User) -> None:
     dst.verdicts = {}
 
 
-def _check_name(name: bytes) -> None:
+def check_name(name: bytes) -> None:
+    """Refuse a user name a line could not carry (empty, spaces, controls)."""
     if not name or any(c <= 32 or c == 127 for c in name):
         raise AclError("Usernames can't contain spaces or null characters")
-
-
-def parse_lines(lines, where="") -> dict:
-    """Users from ``user <name> <rule>...`` lines (an aclfile's, or the
-    config's ``user`` directives already split): name -> User.  AclError
-    names the line; a user given twice is an error, as in Redis."""
-    users = {}
-    for number, words in lines:
-        place = "%s:%d: " % (where, number) if where else ""
-        if len(words) < 2 or words[0].lower() != b"user":
-            raise AclError("%sa line must be 'user <name> <rule> ...'" % place)
-        name = words[1]
-        try:
-            _check_name(name)
-        except AclError as e:
-            raise AclError("%s%s" % (place, e)) from None
-        if name in users:
-            raise AclError("%sduplicate user '%s'" % (place, name.decode("utf-8", "replace")))
-        user = User(name)
-        for rule in words[2:]:
-            try:
-                user.apply(rule)
-            except AclError as e:
-                raise AclError("%sError in user declaration '%s': %s" % (
-                    place, rule.decode("utf-8", "replace"), e)) from None
-        users[name] = user
-    return users
-
-
-def read_file(path: str) -> dict:
-    """The users of an aclfile (blank lines and ``#`` comments skipped);
-    OSError or AclError."""
-    from .config import split_args
-
-    with open(path, "rb") as f:
-        data = f.read()
-    lines = []
-    for number, raw in enumerate(data.split(b"\n"), 1):
-        line = raw.strip()
-        if not line or line.startswith(b"#"):
-            continue
-        words = split_args(line)
-        if words is None:
-            raise AclError("%s:%d: unbalanced quotes" % (path, number))
-        lines.append((number, words))
-    return parse_lines(lines, path)
 
 
 def generate_password(bits: int = 256) -> bytes:

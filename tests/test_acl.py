@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from disque import acl as acl_mod
-from disque.acl import CATEGORIES, Acl, AclError, User, hash_password, parse_lines
+from disque.access.acl_file import parse_lines
+from disque.acl import CATEGORIES, Acl, AclError, User, hash_password
 from disque.commands import TABLE, load
 from disque.config import split_args
 

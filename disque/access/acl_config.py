@@ -14,7 +14,8 @@ keeps what ACL SETUSER did when there is no aclfile.
 import os
 import time
 
-from ..acl import DEFAULT, Acl, AclError, parse_lines, read_file
+from ..acl import DEFAULT, Acl, AclError
+from .acl_file import parse_lines, read_file
 from ..config import ConfigError, split_args
 
 

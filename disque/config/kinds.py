@@ -162,7 +162,8 @@ KINDS = {
 
 def _check_user_line(words):
     """A ``user`` line's name and rules must parse (disque.acl)."""
-    from ..acl import AclError, parse_lines
+    from ..access.acl_file import parse_lines
+    from ..acl import AclError
 
     try:
         parse_lines([(0, [b"user"] + [to_bytes(w) for w in words])])
