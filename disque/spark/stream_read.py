@@ -3,7 +3,12 @@
 Where things run: Spark keeps ONE long-lived Python process per query for
 the offset methods (``initialOffset``, ``latestOffset``, ``partitions``,
 ``commit``); ``read`` runs in executor workers and gets everything it needs
-from its :class:`StreamPartition`.
+from its :class:`StreamPartition`.  This module is the driver side (the
+:class:`StreamReader`); the executor side is
+:mod:`disque.spark.stream_partition`.  It stays over 400 lines: the reader
+is one object implementing Spark's interface, whose methods share the
+in-flight batches and their WORKING thread, and this docstring is the life
+of a job across them.
 
 The life of a job:
 
@@ -48,19 +53,16 @@ Invariants:
 """
 
 import signal
-import sys
 import threading
 import time
 from typing import Dict, List
 
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader
 
-from .connection import (Connection, ConnectError, DisqueSparkError, ServerError, check_auth, discover,
-                         refusal, split_address)
-from .offsets import (initial_offset, job_count, make_offset, offset_jobs, offset_seq,
-                      pack_ids, plan_partitions, unpack_ids)
-from .options import dead_letter_queue
-from .schema import show_fields, stream_batches, stream_row, stream_row_from_show
+from .connection import Connection, ConnectError, DisqueSparkError, ServerError, discover, refusal, split_address
+from .offsets import initial_offset, job_count, make_offset, offset_jobs, offset_seq, pack_ids, plan_partitions
+from .schema import stream_row
+from .stream_partition import ACK_CHUNK, StreamPartition, is_spent, move_to_dead_letters, read_partition, warn
 
 try:  # PySpark >= 4.1
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -75,126 +77,8 @@ except ImportError:  # pragma: no cover
 
 GETJOB_COUNT = 1000          # jobs asked for per GETJOB
 ALL_AVAILABLE_CAP = 1000000  # jobs per batch when Spark asks for everything
-ACK_CHUNK = 500              # IDs per ACKJOB (and NACK)
-DEAD_LETTER_TIMEOUT_MS = 5000  # ADDJOB ms-timeout of a dead letter
 MIN_WORKING_PERIOD_S = 0.2
 NODES_REFRESH_S = 30.0
-
-
-def _warn(msg):
-    print("disque.spark: " + msg, file=sys.stderr)
-
-
-class StreamPartition(InputPartition):
-    """Part of one batch: the node its jobs were fetched from, their IDs (a
-    blob of 40-byte IDs), the rows when known (else None: read SHOWs the
-    IDs), every node's address (fallback for SHOW) and the credentials."""
-
-    def __init__(self, addr, ids, rows, nodes, password, dead=None, username=None):
-        super().__init__(addr)
-        self.addr = addr
-        self.ids = ids
-        self.rows = rows
-        self.nodes = nodes
-        self.password = password
-        self.username = username
-        self.dead = dead  # (maxDeliveries, deadLetter or None) when set
-
-
-def is_spent(nacks: int, deliveries: int, max_deliveries) -> bool:
-    """True when a job with these counters was delivered ``max_deliveries``
-    times already (the first delivery, plus one per NACK or additional
-    delivery): it must not be delivered again."""
-    return max_deliveries is not None and 1 + nacks + deliveries > max_deliveries
-
-
-def move_to_dead_letters(conn, jobs, dead_letter) -> List[str]:
-    """Move ``jobs`` ([(id, queue, body)]) to their dead-letter queue on
-    ``conn``'s node: ADDJOB with DEDUP <id> (a retry, or another process
-    moving the same job, adds it once), then ACKJOB the ones added.
-    Returns the IDs moved; the others are left as they are (warned)."""
-    if not jobs:
-        return []
-    replies = conn.pipeline([("ADDJOB", dead_letter_queue(dead_letter, queue), body, DEAD_LETTER_TIMEOUT_MS,
-                              "DEDUP", job_id) for job_id, queue, body in jobs], 256)
-    moved = []
-    for (job_id, queue, _), reply in zip(jobs, replies):
-        if isinstance(reply, ServerError):
-            check_auth(reply, conn.addr)
-            _warn("could not move job %s of queue %s to %s on %s: %s (it is delivered as usual)"
-                  % (job_id, queue, dead_letter_queue(dead_letter, queue), conn.addr, reply))
-        else:
-            moved.append(job_id)
-    if moved:
-        acks = conn.pipeline([("ACKJOB", *moved[i:i + ACK_CHUNK]) for i in range(0, len(moved), ACK_CHUNK)], 64)
-        for reply in acks:
-            if isinstance(reply, ServerError):
-                _warn("ACKJOB of dead-lettered jobs on %s: %s" % (conn.addr, reply))
-        _warn("moved %d job(s) delivered too often to their dead-letter queue on %s" % (len(moved), conn.addr))
-    return moved
-
-
-def read_partition(partition: StreamPartition):
-    """RecordBatches of the partition's jobs, in its ID order.  Without
-    rows: SHOW on the partition's node, then on the other nodes for IDs it
-    does not hold; jobs gone or already acknowledged are skipped, and with
-    ``maxDeliveries`` jobs delivered that often are moved to their
-    dead-letter queue (on the node that showed them) instead."""
-    if partition.rows is not None:
-        yield from stream_batches(partition.rows)
-        return
-    ids = unpack_ids(partition.ids)
-    found = {}
-    moved = set()
-    max_deliveries, dead_letter = partition.dead or (None, None)
-    order = [partition.addr] + [a for a in partition.nodes if a != partition.addr]
-    missing = ids
-    for addr in order:
-        if not missing:
-            break
-        host, port = split_address(addr)
-        here = {}
-        try:
-            with Connection(host, port, partition.password, username=partition.username) as conn:
-                replies = conn.pipeline([("SHOW", i) for i in missing], 512)
-                for job_id, reply in zip(missing, replies):
-                    if isinstance(reply, ServerError):
-                        raise refusal("SHOW", conn, reply)
-                    if reply is not None:
-                        here[job_id] = reply
-                spent = _spent(here, max_deliveries)
-                if spent:
-                    moved.update(i.encode() for i in move_to_dead_letters(conn, spent, dead_letter))
-        except ConnectError as e:
-            if not here:
-                continue
-            _warn("moving jobs to their dead-letter queue on %s failed (%s): they are delivered as usual" % (addr, e))
-        found.update(here)
-        missing = [i for i in missing if i not in found]
-    rows = []
-    for job_id in ids:
-        reply = found.get(job_id)
-        if reply is None or job_id in moved:
-            continue
-        fields = dict(zip(reply[::2], reply[1::2]))
-        if fields.get(b"state") == b"acked":
-            continue
-        rows.append(stream_row_from_show(reply))
-    yield from stream_batches(rows)
-
-
-def _spent(shown, max_deliveries):
-    """[(id, queue, body)] of the SHOW replies (``{id: reply}``) of jobs not
-    acknowledged and delivered ``max_deliveries`` times already."""
-    if max_deliveries is None:
-        return []
-    out = []
-    for job_id, reply in shown.items():
-        f = show_fields(reply)
-        if f.get("state") != b"acked" and is_spent(int(f["nacks"]), int(f["additional-deliveries"]),
-                                                   max_deliveries):
-            out.append((job_id.decode(), f["queue"].decode("utf-8", "replace"), f.get("body") or b""))
-    return out
 
 
 def _stop_on_sigterm():
@@ -209,8 +93,8 @@ def _stop_on_sigterm():
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
-        _warn("SIGTERM has a handler already: jobs of an unfinished batch are left to their RETRY "
-              "when the query stops")
+        warn("SIGTERM has a handler already: jobs of an unfinished batch are left to their RETRY "
+             "when the query stops")
         return
 
     def on_sigterm(signum, frame):
@@ -364,7 +248,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             except ConnectError as e:
                 # Jobs already taken stay in this batch (their RETRY requeues
                 # them if it is lost); the node is skipped for now.
-                _warn(str(e))
+                warn(str(e))
                 self._drop(addr, self._conns)
             except ServerError as e:
                 raise refusal("GETJOB", conn, e) from None
@@ -485,7 +369,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _ack(self, addr, ids):
         """ACKJOB on the node the jobs came from, else on any other node."""
         if not self._on_any_node(addr, ids, ("ACKJOB",), ()):
-            _warn("could not ACK %d jobs (no node reachable): they will be delivered again" % len(ids))
+            warn("could not ACK %d jobs (no node reachable): they will be delivered again" % len(ids))
 
     def _on_any_node(self, addr, ids, head, tail) -> bool:
         """``head + ids + tail`` in chunks of :data:`ACK_CHUNK` IDs on the
@@ -505,7 +389,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             errors = [r for r in replies if isinstance(r, ServerError)]
             if errors:
-                _warn("%s on %s: %s" % (head[0], target, errors[0]))
+                warn("%s on %s: %s" % (head[0], target, errors[0]))
             return True
         return False
 
@@ -525,7 +409,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for i in ids:
                     self._cache.pop(i, None)
             else:
-                _warn("could not NACK %d jobs (no node reachable): their RETRY requeues them" % len(ids))
+                warn("could not NACK %d jobs (no node reachable): their RETRY requeues them" % len(ids))
 
     def stop(self):
         self._stop.set()
