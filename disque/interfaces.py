@@ -163,7 +163,7 @@ class IHTTPFrontend(Interface):
         ready).  The service puts :class:`disque.http.access.AccessSite` in
         front of it (security headers, the Host check, protected mode,
         authentication): a request that reaches the tree has
-        ``request.acl_user``, the ``disque.acl.User`` it runs as, whose
+        ``request.acl_user``, the ``disque.access.acl.User`` it runs as, whose
         permissions the tree checks."""
 
 

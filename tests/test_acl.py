@@ -1,11 +1,11 @@
-"""Users and their rules (disque/acl.py), without a node."""
+"""Users and their rules (disque/access/acl.py), without a node."""
 
 import pytest
 from hypothesis import given, strategies as st
 
-from disque import acl as acl_mod
+from disque.access import acl as acl_mod
 from disque.access.acl_file import parse_lines
-from disque.acl import CATEGORIES, Acl, AclError, User, hash_password
+from disque.access.acl import CATEGORIES, Acl, AclError, User, hash_password
 from disque.commands import TABLE, load
 from disque.config import split_args
 

@@ -1095,7 +1095,7 @@ def _syslog(make, monkeypatch):
     assert any(priority == 5 and READY in text for priority, text in fake.lines)
 
 
-# -- users (disque/acl.py) ----------------------------------------------------------
+# -- users (disque/access/acl.py) ----------------------------------------------------------
 
 def _loopback():
     from twisted.internet.address import IPv4Address

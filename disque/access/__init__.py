@@ -2,7 +2,7 @@
 
 * ``acl_config``: the users of the ``user`` directives and the ACL file
   (loading, saving, keeping them in step with CONFIG); the rules
-  themselves are ``disque.acl``'s.
+  themselves are ``disque.access.acl``'s.
 * ``acl_file``: users from ``user`` lines (an aclfile's or the config's).
 * ``categories``: the command categories, the permission key of a command,
   and which queues and jobs a command names.

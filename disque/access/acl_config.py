@@ -2,7 +2,7 @@
 or an ``aclfile``, ``acllog-max-len`` (docs/security.md, "Users and
 permissions").
 
-:func:`acl_from_config` builds the :class:`~disque.acl.Acl` a node starts
+:func:`acl_from_config` builds the :class:`~disque.access.acl.Acl` a node starts
 with and keeps it following CONFIG SET (``requirepass`` is the default
 user's password, as in Redis).  Users come from ``user`` lines in the
 config file or from the ``aclfile``, never both (as Redis refuses it: two
@@ -14,7 +14,7 @@ keeps what ACL SETUSER did when there is no aclfile.
 import os
 import time
 
-from ..acl import DEFAULT, Acl, AclError
+from .acl import DEFAULT, Acl, AclError
 from .acl_file import parse_lines, read_file
 from ..config import ConfigError, split_args
 

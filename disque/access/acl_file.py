@@ -4,7 +4,7 @@ config's ``user`` directives already split (:func:`parse_lines`).  The
 words are split as the config file's; each rule is applied as ACL SETUSER
 applies it, so a line that loads is one ACL SETUSER accepts."""
 
-from ..acl import AclError, User, check_name
+from .acl import AclError, User, check_name
 from ..config.lexer import split_args
 
 

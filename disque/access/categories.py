@@ -4,7 +4,7 @@ the key a command's permission is checked against (:func:`command_key`:
 queues and job IDs a command names (``QUEUE_ARGS``, ``JOB_ARGS``).
 Invariant: every command of the table is in exactly one category.  A new
 command gets its category here, and its queue or job arguments if it has
-any; the rules and users are :mod:`disque.acl`'s."""
+any; the rules and users are :mod:`disque.access.acl`'s."""
 
 from collections import OrderedDict
 

@@ -142,7 +142,7 @@ def dispatch(ctx, client, argv) -> bytes:
 
 def refusal(ctx, client, cmd, argv):
     """The -NOPERM reply if ``client``'s user may not run ``argv``
-    (disque.acl: its categories, its queues), recorded in ACL LOG; else
+    (disque.access.acl: its categories, its queues), recorded in ACL LOG; else
     None.  Commands that run before AUTH (AUTH itself) are never refused."""
     denied = client.user.denial(cmd.name, argv, ctx.node.jobs)
     if denied is None:

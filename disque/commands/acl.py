@@ -1,4 +1,4 @@
-"""ACL: the node's users (disque/acl.py), in Redis 6's words.
+"""ACL: the node's users (disque/access/acl.py), in Redis 6's words.
 
 ``ACL SETUSER name rule...``, ``GETUSER``, ``DELUSER``, ``LIST``, ``USERS``,
 ``WHOAMI``, ``CAT [category]``, ``LOG [count | RESET]``, ``SAVE``, ``LOAD``,
@@ -8,7 +8,7 @@ step with the same aclfile on every node, or ACL SAVE run on each
 config's ``user`` lines, so CONFIG REWRITE keeps it.
 """
 
-from ..acl import CATEGORIES, AclError, generate_password
+from ..access.acl import CATEGORIES, AclError, generate_password
 from ..access.acl_config import aclfile_path, load_file, save_file, sync_config
 from ..resp import reply
 from . import command

@@ -36,7 +36,7 @@ class ClientState:
         self.atime = now_s
         self.last_cmd = b"NULL"
         self.authenticated = False
-        self.user = None  # the disque.acl.User it runs commands as (Context.new_client)
+        self.user = None  # the disque.access.acl.User it runs commands as (Context.new_client)
         self.reply_mode = REPLY_ON
         self.monitor = False
         self.qbuf = 0

@@ -150,7 +150,7 @@ KINDS = {
                 lambda v: " ".join("%s %d %d %d" % (c, *lim) for c, lim in v.items()), _dump_output_limits),
     "pairs": Kind(2, "<command> <new name>", lambda s, a, c: c + [tuple(a)], repr,
                   lambda s, v: []),
-    # ACL users (disque/acl.py): one "user <name> <rule>..." line each.
+    # ACL users (disque/access/acl.py): one "user <name> <rule>..." line each.
     "users": Kind(-1, "<name> [<rule> ...]", lambda s, a, c: _check_user_line(a) and c + [list(a)], repr,
                   lambda s, v: [(b" ".join(map(_acl_rule_word, words)), True) for words in v]),
     # Twisted endpoint strings, parsed when the node is built (no twisted here).
@@ -161,9 +161,9 @@ KINDS = {
 
 
 def _check_user_line(words):
-    """A ``user`` line's name and rules must parse (disque.acl)."""
+    """A ``user`` line's name and rules must parse (disque.access.acl)."""
     from ..access.acl_file import parse_lines
-    from ..acl import AclError
+    from ..access.acl import AclError
 
     try:
         parse_lines([(0, [b"user"] + [to_bytes(w) for w in words])])

@@ -155,7 +155,7 @@ SPECS = (
     # as Redis 7: protected mode, and DEBUG from local connections only.
     Spec("protected-mode", "bool", True, True, original=False),
     Spec("enable-debug-command", "enum", "local", original=False, choices=("no", "local", "yes")),
-    # Users and their permissions (disque/acl.py, docs/security.md): "user"
+    # Users and their permissions (disque/access/acl.py, docs/security.md): "user"
     # lines or an aclfile (relative to dir), never both.
     Spec("user", "users", [], get=False, original=False),
     Spec("aclfile", "str", "", original=False, nullable=True),

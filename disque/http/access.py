@@ -24,7 +24,7 @@ frontend.  Before a resource sees a request it, in order:
    at.
 
 Invariant: a request that reaches a resource has ``acl_user`` set to the
-:class:`disque.acl.User` it runs as; the resources check what that user
+:class:`disque.access.acl.User` it runs as; the resources check what that user
 may do (disque.http.api, disque.http.site).  Everything is read at each
 request, so CONFIG SET and ACL changes apply to the next one.
 """
@@ -36,7 +36,7 @@ import math
 
 from twisted.web import resource, server
 
-from ..acl import DEFAULT
+from ..access.acl import DEFAULT
 from ..commands import client_info
 from ..access.protection import DENIED, DENIED_REASON, refuses
 from .dispatch import request_client
@@ -179,7 +179,7 @@ def _finish(request, body):
 
 class AccessRequest(server.Request):
     """A request of the HTTP side.  ``acl_user``: the
-    :class:`disque.acl.User` it runs as, set by :class:`AccessSite` before
+    :class:`disque.access.acl.User` it runs as, set by :class:`AccessSite` before
     any resource sees the request."""
 
     acl_user = None

@@ -7,7 +7,7 @@ same state INFO reports, at scrape time; nothing is kept for the scrape.
 Queue labels are bounded: the ``metrics-max-queues`` longest queues (ties
 by name) get their own series; the others are summed under
 ``queue="_other"`` so totals stay right whatever the number of queues.
-A user limited to some queues (disque.acl) sees the series of those only.
+A user limited to some queues (disque.access.acl) sees the series of those only.
 """
 
 import heapq

@@ -50,9 +50,9 @@ import hmac
 import os
 import time
 
-from .access.categories import ALL_NAMES, CATEGORIES, JOB_ARGS, QUEUE_ARGS, SPLIT, command_key
-from .config.glob import stringmatch
-from .config.lexer import quote
+from .categories import ALL_NAMES, CATEGORIES, JOB_ARGS, QUEUE_ARGS, SPLIT, command_key
+from ..config.glob import stringmatch
+from ..config.lexer import quote
 
 __all__ = ["Acl", "AclError", "User", "CATEGORIES", "hash_password"]
 
