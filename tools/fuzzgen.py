@@ -33,6 +33,7 @@ import struct
 from disque.bus import wire
 from disque.core import messages, options
 from disque.core.job import MAX_JOB_COUNTER, MAX_JOB_SECONDS
+from disque.resp.command import encode_command
 
 __all__ = ["ANY", "BusGen", "FUZZ_QUEUES", "RespGen", "encode_command"]
 
@@ -50,14 +51,6 @@ def _hex(rng, n):
 
 def _b64(rng, nbytes):
     return binascii.b2a_base64(rng.randbytes(nbytes), newline=False)
-
-
-def encode_command(args) -> bytes:
-    """Canonical RESP multibulk encoding of ``args`` (bytes each)."""
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 class _Values:

@@ -19,30 +19,12 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import hiredis
 
+from ..resp.command import encode_command
 from . import errors
 from .credentials import auth_args
 
 CONNECT_TIMEOUT_S = 5.0
 IO_TIMEOUT_S = 60.0
-
-
-def _arg(a) -> bytes:
-    if isinstance(a, bytes):
-        return a
-    if isinstance(a, str):
-        return a.encode()
-    if isinstance(a, int):
-        return b"%d" % a
-    return bytes(a)
-
-
-def encode(args: Sequence) -> bytes:
-    """One RESP array of bulk strings (``str`` as UTF-8, ``int`` in decimal)."""
-    parts = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = _arg(a)
-        parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(parts)
 
 
 def address(host: str, port: int) -> str:
@@ -144,7 +126,7 @@ class Connection:
         """Send one command; return its reply.  An error reply is raised as
         the class of its code (:func:`~disque.client.errors.from_reply`; a
         ``-NOAUTH`` as ``auth_error``)."""
-        self._send(encode(args))
+        self._send(encode_command(args))
         reply = self._read()
         if isinstance(reply, errors.ResponseError):
             self.check_auth(reply)
@@ -174,7 +156,7 @@ class Connection:
         pending = []
         inflight = 0
         for cmd in commands:
-            pending.append(encode(cmd))
+            pending.append(encode_command(cmd))
             if len(pending) >= group:
                 while inflight + len(pending) > window:
                     yield self._read()

@@ -12,9 +12,14 @@ Two in-memory clusters, for two kinds of test:
   their clients.
 
     from disque.testing import SimCluster, IOSimCluster
+
+``encode_command`` is :func:`disque.resp.command.encode_command` (the
+command line as one sequence), exported here for tests that write raw
+requests.
 """
 
-from .client import ErrorReply, IOSimClient, encode_command
+from ..resp.command import encode_command
+from .client import ErrorReply, IOSimClient
 from .iosim_cluster import IOSimCluster
 from .sim import BASE_PORT, HOST, SimCluster, SimLink
 

@@ -1,11 +1,14 @@
-"""IOSimClient: a RESP client for in-memory nodes (:class:`IOSimCluster`),
-its reply reader and the command encoder; an error reply is a value
+"""IOSimClient: a RESP client for in-memory nodes (:class:`IOSimCluster`)
+and its reply reader (commands are written by
+:func:`disque.resp.command.encode_command`); an error reply is a value
 (:class:`ErrorReply`), not an exception.
 """
 
 from collections import deque
 
 from twisted.internet.protocol import Protocol
+
+from ..resp.command import encode_command
 
 
 class ErrorReply:
@@ -62,13 +65,6 @@ def _read_reply(buf: bytes, pos: int):
     raise ValueError("not a RESP reply: %r" % buf[pos:pos + 20])
 
 
-def encode_command(*args) -> bytes:
-    """A RESP request (array of bulks); ``str`` and ``int`` arguments are
-    written as their text."""
-    parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
-
-
 class IOSimClient(Protocol):
     """A RESP client of one node of an :class:`IOSimCluster`.
 
@@ -101,7 +97,7 @@ class IOSimClient(Protocol):
 
     def send(self, *args):
         """Write one command (arguments as str, bytes or int)."""
-        self.transport.write(encode_command(*args))
+        self.transport.write(encode_command(args))
 
     def reply(self):
         """The oldest reply not taken yet; AssertionError if none came."""

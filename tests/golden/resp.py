@@ -6,8 +6,15 @@ back the exact bytes of a canonical reply (the transcripts' replies are all
 canonical: ``test_golden_transcripts`` checks it), so that comparing values
 loses nothing the bytes would show.  Also here: splitting raw request bytes
 into commands, and the field accessors of ``field value field value ...``
-arrays (SHOW records, QSTAT).
+arrays (SHOW records, QSTAT).  Requests are written by the node's one
+command encoder, :func:`disque.resp.command.encode_command`, re-exported
+here for the replayer.
 """
+
+from disque.resp.command import encode_command
+
+__all__ = ["Incomplete", "encode", "encode_command", "field", "fields", "ids", "is_record", "parse_replies", "parse_reply",
+           "set_field", "split_requests"]
 
 
 class Incomplete(Exception):
@@ -74,10 +81,6 @@ def encode(value) -> bytes:
             return b"*-1\r\n"
         return b"*%d\r\n" % len(v) + b"".join(encode(x) for x in v)
     raise ValueError(kind)
-
-
-def encode_command(argv) -> bytes:
-    return b"*%d\r\n" % len(argv) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in argv)
 
 
 def split_requests(data: bytes) -> list:
