@@ -32,7 +32,8 @@ import struct
 
 from disque.bus import wire
 from disque.core import messages, options
-from disque.core.job import MAX_JOB_COUNTER, MAX_JOB_SECONDS
+from disque.core.job import MAX_JOB_COUNTER
+from disque.core.limits import MAX_JOB_SECONDS
 from disque.resp.command import encode_command
 
 __all__ = ["ANY", "BusGen", "FUZZ_QUEUES", "RespGen", "encode_command"]

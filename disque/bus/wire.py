@@ -39,7 +39,8 @@ import struct
 
 from ..core import messages
 from ..core import options
-from ..core.job import MAX_JOB_COUNTER, MAX_JOB_SECONDS
+from ..core.job import MAX_JOB_COUNTER
+from ..core.limits import MAX_JOB_SECONDS
 
 VERSION = 3
 OLDEST_PEER = 2  # the version written to a peer that did not announce H_EXTENSIONS

@@ -14,6 +14,9 @@ first to the node that delivered it.
 
 from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+# The node's ranges of the options (disque.core.limits), checked before a
+# call is sent.
+from ..core.limits import MAX_BACKOFF_MS, MAX_DELIVERIES, MAX_NACK_DELAY_MS, PRIORITY_MAX, PRIORITY_MIN
 from .job import Hello, Job, NodeInfo
 
 
@@ -185,13 +188,6 @@ def _opt(args: list, name: str, value):
         args += (name, value)
 
 
-# Ranges of the extensions (docs/extensions.md), checked before a call is sent.
-# (The Spark connector checks its options against the same ranges.)
-PRIORITY_MIN, PRIORITY_MAX = 1, 9
-MAX_U32 = (1 << 32) - 1  # BACKOFF ms, MAXDELIVERIES
-MAX_NACK_DELAY_MS = ((1 << 61) // 1000) * 1000
-
-
 def _ranged(name: str, value, low: int, high: int) -> int:
     """``value`` as an ``int`` within ``low..high``: TypeError for what is
     not an integer (``bool`` included), ValueError out of range."""
@@ -215,12 +211,12 @@ def backoff_args(backoff) -> list:
     if isinstance(backoff, (tuple, list)):
         if len(backoff) != 2:
             raise TypeError("backoff is ms (FIXED) or a (base_ms, max_ms) pair (EXP), got %r" % (backoff,))
-        base = _ranged("backoff base", backoff[0], 1, MAX_U32)
-        cap = _ranged("backoff max", backoff[1], 1, MAX_U32)
+        base = _ranged("backoff base", backoff[0], 1, MAX_BACKOFF_MS)
+        cap = _ranged("backoff max", backoff[1], 1, MAX_BACKOFF_MS)
         if cap < base:
             raise ValueError("backoff max (%d ms) is below its base (%d ms)" % (cap, base))
         return ["BACKOFF", "EXP", base, cap]
-    return ["BACKOFF", "FIXED", _ranged("backoff", backoff, 1, MAX_U32)]
+    return ["BACKOFF", "FIXED", _ranged("backoff", backoff, 1, MAX_BACKOFF_MS)]
 
 
 class Commands:
@@ -272,7 +268,7 @@ class Commands:
         if backoff is not None:
             args += backoff_args(backoff)
         if max_deliveries is not None:
-            args += ("MAXDELIVERIES", _ranged("max_deliveries", max_deliveries, 1, MAX_U32))
+            args += ("MAXDELIVERIES", _ranged("max_deliveries", max_deliveries, 1, MAX_DELIVERIES))
         if deadletter is not None:
             if not deadletter or text(deadletter) == text(queue):
                 raise ValueError("deadletter must name a queue other than the job's own, got %r" % (deadletter,))

@@ -2,10 +2,10 @@
 ENQUEUE, DEQUEUE, LOADJOB, JSCAN.  Parsing and reply shaping only; the state
 changes live in :mod:`disque.core.node`."""
 
-from ..core.job import (ACTIVE, DEFAULT_TTL, F_NACK_DELAYED, MAX_JOB_SECONDS, STATE_BY_NAME, STATE_NAMES,
-                        WAIT_REPL)
-from ..core.options import (MAX_BACKOFF_MS, MAX_DELIVERIES, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN,
-                            JobOptions)
+from ..core.job import ACTIVE, DEFAULT_TTL, F_NACK_DELAYED, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
+from ..core.limits import (MAX_BACKOFF_MS, MAX_DELIVERIES, MAX_JOB_SECONDS, MAX_NACK_DELAY_MS, PRIORITY_DEFAULT,
+                           PRIORITY_MAX, PRIORITY_MIN)
+from ..core.options import JobOptions
 from ..core.dedup import MAX_KEY_LEN
 from ..core.errors import CommandError
 from ..resp import reply
@@ -47,7 +47,7 @@ E_MAXDELIVERIES = CommandError(b"ERR", b"MAXDELIVERIES must be between 1 and %d"
 E_DEADLETTER = CommandError(b"ERR", b"DEADLETTER must name a queue other than the job's own")
 E_DEADLETTER_ALONE = CommandError(b"ERR", b"DEADLETTER needs MAXDELIVERIES (or the max-deliveries directive)")
 E_NACK_DELAY = CommandError(b"ERR", b"NACK DELAY must be a number of milliseconds between 0 and %d"
-                                    % (MAX_JOB_SECONDS * 1000))
+                                    % MAX_NACK_DELAY_MS)
 E_TOO_LONG = CommandError(b"ERR", b"TTL, DELAY and RETRY must be at most %d seconds" % MAX_JOB_SECONDS)
 
 
@@ -345,7 +345,7 @@ def nack(ctx, client, argv):
     ids = argv[1:]
     if len(argv) > 2 and argv[-2].lower() == b"delay":
         delay = parse_ll(argv[-1])
-        if delay is None or not 0 <= delay <= MAX_JOB_SECONDS * 1000:
+        if delay is None or not 0 <= delay <= MAX_NACK_DELAY_MS:
             raise E_NACK_DELAY
         ids = argv[1:-2]
     validate_ids(ids)

@@ -27,8 +27,9 @@ from operator import attrgetter
 
 # ADDJOB's extensions (docs/extensions.md): JobOptions, kept in JobExtra.opts
 # (the PRIORITY range is re-exported for the callers that import it here).
-from . import options as _options
-from .options import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, BadOptions, JobOptions  # noqa: F401
+from . import limits, options as _options
+from .limits import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
+from .options import BadOptions, JobOptions  # noqa: F401
 
 WAIT_REPL = 0
 ACTIVE = 1
@@ -39,10 +40,9 @@ STATE_NAMES = (b"wait-repl", b"active", b"queued", b"acked")
 STATE_BY_NAME = {name: i for i, name in enumerate(STATE_NAMES)}
 
 # Flags.
-#: Largest TTL, DELAY or RETRY (seconds): the times made from them (now plus
-#: two of them, in ms) stay within 64 bits, as the bus, the AOF and clients
-#: need; ADDJOB refuses more and the bus codec refuses records with more.
-MAX_JOB_SECONDS = (1 << 61) // 1000
+#: Largest TTL, DELAY or RETRY (seconds): defined in :mod:`.limits`, named
+#: here too.
+MAX_JOB_SECONDS = limits.MAX_JOB_SECONDS
 #: Largest NACK / additional-deliveries counter a record may carry.
 MAX_JOB_COUNTER = 1 << 62
 

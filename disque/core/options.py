@@ -27,15 +27,12 @@ letter (``dead_from``) has a reason.
 import struct
 from collections import namedtuple
 
-#: PRIORITY: higher first; the default is the middle of the range.
-PRIORITY_MIN = 1
-PRIORITY_MAX = 9
-PRIORITY_DEFAULT = 5
+# The ranges are in .limits (the clients check them too); named here as well.
+from .limits import MAX_BACKOFF_MS, MAX_DELIVERIES, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN
 
-#: Largest BACKOFF delay (ms): about 49 days, past any sensible TTL.
-MAX_BACKOFF_MS = (1 << 32) - 1
-#: Largest MAXDELIVERIES.
-MAX_DELIVERIES = (1 << 32) - 1
+__all__ = ["BACKOFF_JITTER", "BadOptions", "DEAD_SUFFIX", "JobOptions", "MAX_BACKOFF_MS", "MAX_DELIVERIES",
+           "PRIORITY_DEFAULT", "PRIORITY_MAX", "PRIORITY_MIN", "REASON_MAX_DELIVERIES", "decode", "encode", "make"]
+
 #: The backoff's random part: a delay is drawn from [1 - JITTER, 1] times the
 #: computed one, so copies NACKed together do not all come back together,
 #: and a delay never exceeds its cap.

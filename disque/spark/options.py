@@ -21,7 +21,8 @@ Invariants of a parsed :class:`Options`:
 
 from typing import Dict, Optional, Tuple
 
-from ..client.commands import MAX_NACK_DELAY_MS, MAX_U32, PRIORITY_MAX, PRIORITY_MIN  # noqa: F401 (write.py)
+from ..core.limits import (MAX_BACKOFF_MS, MAX_DELIVERIES, MAX_NACK_DELAY_MS, PRIORITY_MAX,  # noqa: F401 (write.py)
+                           PRIORITY_MIN)
 
 DEFAULT_NODES = "127.0.0.1:7711"
 DEFAULT_ADDJOB_TIMEOUT_MS = 5000
@@ -191,8 +192,8 @@ def _backoff(opts) -> Optional[Tuple[int, ...]]:
     if len(values) not in (1, 2):
         raise OptionError("disque: option 'backoff' must be ms (FIXED) or base-ms,max-ms (EXP), got %r" % raw)
     for v in values:
-        if not 1 <= v <= MAX_U32:
-            raise OptionError("disque: option 'backoff' must be between 1 and %d ms, got %d" % (MAX_U32, v))
+        if not 1 <= v <= MAX_BACKOFF_MS:
+            raise OptionError("disque: option 'backoff' must be between 1 and %d ms, got %d" % (MAX_BACKOFF_MS, v))
     if len(values) == 2 and values[1] < values[0]:
         raise OptionError("disque: option 'backoff': the max (%d ms) is below the base (%d ms)" % (values[1], values[0]))
     return values
@@ -241,7 +242,7 @@ def parse_options(raw: Dict[str, str], mode: str) -> Options:
                           % (len(queues), ",".join(queues)))
     username = opts.get("username") or None
     password = opts.get("password") or None
-    max_deliveries = _int(opts, "maxdeliveries", 1, MAX_U32)
+    max_deliveries = _int(opts, "maxdeliveries", 1, MAX_DELIVERIES)
     dead_letter = _column(opts, "deadletter")
     nack_delay_ms = _int(opts, "nackdelayms", 0, MAX_NACK_DELAY_MS)
     if mode == STREAM_READ_MODE:
