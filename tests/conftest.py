@@ -109,7 +109,7 @@ TIERS = {
     "unit": ("test_core", "test_core_properties", "test_core_purity", "test_config", "test_aof_unit",
              "test_bus_wire", "test_resp_codec", "test_heap", "test_golden_transcripts", "test_golden_engine",
              "test_py39", "test_bus_auth", "test_fuzz_parsers", "test_faultcheck", "test_client_units",
-             "test_latency", "test_acl", "test_resp_command"),
+             "test_latency", "test_acl", "test_resp_command", "test_atomic_write"),
     "sim": ("test_cluster_jobs", "test_cluster_membership", "test_federation", "test_extensions_cluster",
             "test_bus_strangers"),
     "protocol": ("test_protocol", "test_bus_protocol", "test_dedup", "test_service", "test_iosim_cluster",

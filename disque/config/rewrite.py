@@ -1,13 +1,14 @@
 """CONFIG REWRITE's two halves: the new text of a config file, Redis style
 (comments, unknown directives and includes kept; each known directive in
 its old place; new non-default values appended after a signature line),
-and writing it so that readers see the old file or the new, never half."""
+and writing it so that readers see the old file or the new, never half
+(:func:`disque.persistence.files.atomic_write`: temp file, fsync, rename,
+directory fsync), with the permissions the file had."""
 
-import contextlib
 import os
 import stat
-import tempfile
 
+from ..persistence.files import OS, atomic_write
 from .kinds import KINDS
 from .lexer import split_args, to_text
 from .specs import SPECS
@@ -47,18 +48,9 @@ def rewritten(old_lines, values):
                     if line or i == 0 or lines[i - 1])      # runs of blank lines -> one
 
 
-def write_atomically(path, content):
-    """Temp file in the same directory, fsync, rename: readers see old or new, never half."""
+def write_config(path, content, fs=OS):
+    """Replace the config file at ``path`` with ``content`` through the one
+    atomic write, keeping its permission bits (``0644`` for a new file, as
+    before: a config file holds no job data)."""
     mode = stat.S_IMODE(os.stat(path).st_mode) if os.path.exists(path) else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(fs, path, content, mode)

@@ -29,7 +29,7 @@ from .errors import ConfigError, ConfigSetError, InvalidValue
 from .glob import stringmatch
 from .kinds import KINDS, parse_set
 from .lexer import split_args, to_bytes, to_text
-from .rewrite import rewritten, write_atomically
+from .rewrite import rewritten, write_config
 from .specs import SPECS, SPECS_BY_NAME
 
 _MAX_INCLUDE_DEPTH = 16
@@ -218,6 +218,6 @@ class Config:
                     old = f.read().split(b"\n")
             except FileNotFoundError:
                 old = [b""]
-            write_atomically(target, rewritten(old[:-1] if old[-1] == b"" else old, self._values))
+            write_config(target, rewritten(old[:-1] if old[-1] == b"" else old, self._values))
         except OSError as e:
             raise ConfigSetError(b"Rewriting config file: " + (e.strerror or str(e)).encode()) from None

@@ -1,7 +1,9 @@
-"""The persistence layer's one door to the disk.
+"""The one door to the disk.
 
 Every byte the AOF and the node file put on disk, every fsync, truncate
-and rename, goes through a :class:`FileSystem`.  The node uses :data:`OS`;
+and rename, goes through a :class:`FileSystem`; every file replaced whole
+(the node file, the ACL file, CONFIG REWRITE's config file, check_aof's
+repairs) goes through :func:`atomic_write`.  The node uses :data:`OS`;
 tests substitute a subclass that fails chosen calls (a full disk, an I/O
 error) or records them to replay the crash states a kernel allows
 (``tests/crash_states.py``).
@@ -15,7 +17,8 @@ Invariants the callers rely on:
   caller can cut them away: no half record stays in the middle of a file;
 * :func:`atomic_write` leaves either the old file or the new one, whole
   and on disk (temp file fsynced, renamed, directory fsynced), and never a
-  temp file behind.
+  temp file behind; the new file is ``0600`` unless the caller names
+  another mode (a config file keeps its own).
 """
 
 import errno
@@ -57,6 +60,10 @@ class FileSystem:
 
     def size(self, fd):
         return os.fstat(fd).st_size
+
+    def chmod(self, fd, mode):
+        """Set the permission bits of an open file to exactly ``mode``."""
+        os.fchmod(fd, mode)
 
     def close(self, fd):
         os.close(fd)
@@ -150,21 +157,31 @@ def rewrite_temp_path(path):
     return "%s.rewrite-%d.tmp" % (path, os.getpid())
 
 
-def atomic_write(fs, path, data):
+def atomic_write(fs, path, data, mode=None):
     """Replace the file at ``path`` with ``data``, crash-safely: temp file
-    (0600), fsync, rename over ``path``, fsync of the directory.  On any
-    error the temp file is removed and the OSError raised; ``path`` is
-    then untouched."""
+    (:func:`temp_path`, 0600 or ``mode``), fsync, rename over ``path``,
+    fsync of the directory.  ``data`` is bytes, or an iterable of bytes
+    written in turn (a big file copied in chunks).  On any error (an
+    exception the iterable raises included) the temp file is removed and
+    the error raised; ``path`` is then untouched, unless only the last
+    step, the directory's fsync, failed: then the new file is in place
+    but its name may not survive a crash."""
     tmp = temp_path(path)
     fd = fs.create(tmp)
     try:
         try:
-            write_all(fs, fd, data)
+            if mode is not None:
+                fs.chmod(fd, mode)
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                write_all(fs, fd, data)
+            else:
+                for chunk in data:
+                    write_all(fs, fd, chunk)
             fs.fsync(fd)
         finally:
             fs.close(fd)
         fs.replace(tmp, path)
-    except OSError:
+    except BaseException:
         try:
             fs.unlink(tmp)
         except OSError:

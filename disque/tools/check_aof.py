@@ -29,6 +29,7 @@ import os
 import shutil
 import sys
 
+from ..persistence.files import OS, atomic_write
 from ..persistence.records import DAMAGE, AOFError, scan_records
 
 COPY_CHUNK = 1 << 20
@@ -79,34 +80,31 @@ def check(path):
 
 
 def drop_damaged(path, report):
-    """Rewrite ``path`` without the damaged parts and the torn tail (temp
-    file, fsync, rename).  Returns the bytes removed."""
+    """Rewrite ``path`` without the damaged parts and the torn tail, through
+    the one atomic write (temp file, fsync, rename, directory fsync), with
+    the file's permission bits.  Returns the bytes removed."""
     keep, at = [], 0
     for d in report.damage:
         keep.append((at, d.offset))
         at = d.end
     keep.append((at, report.good))
-    tmp = "%s.check_aof-%d.tmp" % (path, os.getpid())
-    try:
-        with open(path, "rb") as src, open(tmp, "wb") as dst:
-            os.chmod(tmp, os.stat(path).st_mode & 0o777)
-            for start, stop in keep:
-                src.seek(start)
-                left = stop - start
-                while left > 0:
-                    data = src.read(min(COPY_CHUNK, left))
-                    if not data:
-                        raise OSError("%s changed while it was repaired" % path)
-                    dst.write(data)
-                    left -= len(data)
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with open(path, "rb") as src:
+        atomic_write(OS, path, _chunks(src, keep, path), os.stat(path).st_mode & 0o777)
     return report.size - sum(stop - start for start, stop in keep)
+
+
+def _chunks(src, keep, path):
+    """The bytes of ``src`` in the ``(start, stop)`` ranges of ``keep``, in
+    chunks of at most COPY_CHUNK bytes."""
+    for start, stop in keep:
+        src.seek(start)
+        left = stop - start
+        while left > 0:
+            data = src.read(min(COPY_CHUNK, left))
+            if not data:
+                raise OSError("%s changed while it was repaired" % path)
+            yield data
+            left -= len(data)
 
 
 def main(argv=None):
