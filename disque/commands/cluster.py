@@ -38,7 +38,7 @@ def hello(ctx, client, argv):
     entries = []
     for n in ordered_nodes(node):
         entries.append(reply.bulk_array((n.id, n.host, b"%d" % n.port, node_priority(node, n))))
-    return b"*%d\r\n:1\r\n" % (2 + len(entries)) + reply.bulk(node.my_id) + b"".join(entries)
+    return reply.array([reply.ONE, reply.bulk(node.my_id)] + entries)
 
 
 E_CLUSTER = b"-ERR Wrong CLUSTER subcommand or number of arguments\r\n"

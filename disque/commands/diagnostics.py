@@ -26,7 +26,7 @@ def slowlog(ctx, client, argv):
             n = parse_int_or_error(argv[2])
         entries = list(log.entries)[: n if n >= 0 else None]
         return reply.array(
-            b"*4\r\n" + reply.integer(eid) + reply.integer(ts) + reply.integer(us) + reply.bulk_array(args)
+            reply.array((reply.integer(eid), reply.integer(ts), reply.integer(us), reply.bulk_array(args)))
             for eid, ts, us, args in entries)
     return SLOWLOG_ERR
 
@@ -55,13 +55,13 @@ def latency(ctx, client, argv):
     sub = argv[1].lower()
     events = ctx.latency.events
     if sub == b"latest" and len(argv) == 2:
-        return reply.array(b"*4\r\n" + reply.bulk(name) + reply.integer(s.samples[-1][0])
-                           + reply.integer(s.samples[-1][1]) + reply.integer(s.max)
+        return reply.array(reply.array((reply.bulk(name), reply.integer(s.samples[-1][0]),
+                                        reply.integer(s.samples[-1][1]), reply.integer(s.max)))
                            for name, s in events.items())
     if sub == b"history" and len(argv) == 3:
         series = events.get(argv[2])
         samples = series.samples if series is not None else ()
-        return reply.array(b"*2\r\n" + reply.integer(t) + reply.integer(ms) for t, ms in samples)
+        return reply.array(reply.array((reply.integer(t), reply.integer(ms))) for t, ms in samples)
     if sub == b"reset":
         return reply.integer(ctx.latency.reset(argv[2:]))
     if sub == b"doctor" and len(argv) == 2:

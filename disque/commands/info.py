@@ -142,8 +142,9 @@ def info(ctx, client, argv):
 
 
 def command_entry(cmd) -> bytes:
-    flags = b"*%d\r\n" % len(cmd.flags) + b"".join(b"+" + f + b"\r\n" for f in cmd.flags)
-    return b"*6\r\n" + reply.bulk(cmd.name) + reply.integer(cmd.shown_arity) + flags + b":0\r\n:0\r\n:0\r\n"
+    flags = reply.array(map(reply.status, cmd.flags))
+    return reply.array((reply.bulk(cmd.name), reply.integer(cmd.shown_arity), flags, reply.ZERO, reply.ZERO,
+                        reply.ZERO))
 
 
 E_SUBCOMMAND = b"-ERR Unknown subcommand or wrong number of arguments.\r\n"

@@ -27,7 +27,7 @@ def render_job_counters(job) -> bytes:
 
 def render_jobs(jobs, withcounters: bool = False) -> bytes:
     render = render_job_counters if withcounters else render_job
-    return b"*%d\r\n" % len(jobs) + b"".join(render(j) for j in jobs)
+    return reply.array(map(render, jobs))
 
 
 def _serve_with_counters(jobs):
@@ -94,7 +94,7 @@ def qpeek(ctx, client, argv):
     n = len(q.jobs)
     count = max(-n, min(count, n))  # -2**63 has no positive in islice's range
     picked = q.jobs.head(count) if count > 0 else q.jobs.tail(-count)
-    return b"*%d\r\n" % len(picked) + b"".join(render_job(j) for j in picked)
+    return reply.array(map(render_job, picked))
 
 
 @command("qstat", 2, "readonly fast")
@@ -107,8 +107,8 @@ def qstat(ctx, client, argv):
     fed = q.fed
     sources = fed.sources() if fed is not None else ()
     rate = fed.import_rate(node.now) if fed is not None else 0
-    return b"".join((
-        b"*22\r\n" if q.dead else b"*20\r\n", b"$4\r\nname\r\n", reply.bulk(q.name),
+    fields = [
+        b"$4\r\nname\r\n", reply.bulk(q.name),
         b"$3\r\nlen\r\n", reply.integer(len(q.jobs)),
         b"$3\r\nage\r\n", reply.integer(max(now_s - q.ctime, 0)),
         b"$4\r\nidle\r\n", reply.integer(max(now_s - q.atime, 0)),
@@ -118,10 +118,10 @@ def qstat(ctx, client, argv):
         b"$7\r\njobs-in\r\n", reply.integer(q.jobs_in),
         b"$8\r\njobs-out\r\n", reply.integer(q.jobs_out),
         b"$5\r\npause\r\n", reply.bulk(q.paused_name()),
-        # a dead-letter count (docs/extensions.md) only once there is one:
-        # the original's reply otherwise
-        b"$4\r\ndead\r\n:%d\r\n" % q.dead if q.dead else b"",
-    ))
+    ]
+    if q.dead:  # a dead-letter count (docs/extensions.md) only once there is one: the original's reply otherwise
+        fields += (b"$4\r\ndead\r\n", reply.integer(q.dead))
+    return reply.array(fields)
 
 
 @command("qscan", -1, "readonly")
