@@ -258,10 +258,9 @@ class IClientRuntime(INodeRuntime, IConnectionHost):
     (:class:`disque.node.runtime.NodeRuntime`), beyond the handlers' needs."""
 
     config = Attribute("The node's disque.config.Config.")
-    node = Attribute("The core's NodeState (its ``now`` is set by set_time).")
+    node = Attribute("The core's NodeState, for read-only views only (the HTTP side's pages: "
+                     "disque.commands.views); a protocol changes state through run_command alone.")
     ctx = Attribute("The command Context (clients, stats, ACL).")
-    dispatch = Attribute("The dispatch in force: ``dispatch(ctx, client, argv)`` (swapped while the "
-                         "AOF loads or fails).")
     client_memory = Attribute("maxmemory-clients' accounting (disque.node.client_memory).")
     counting_clients = Attribute("True while maxmemory-clients is set: connections report what they hold.")
     output_limits = Attribute("client-output-buffer-limit's normal class, read at each batch.")
@@ -271,8 +270,23 @@ class IClientRuntime(INodeRuntime, IConnectionHost):
     failed_auth = Attribute("Failed authentications, counted and logged (disque.access.failed_auth).")
     auth_throttle = Attribute("Sources refused after failing too often (disque.access.failed_auth.Throttle).")
 
+    def run_command(client, argv):
+        """The one front door: run the request ``argv`` (a list of bytes)
+        for ``client`` (a ``disque.commands.context.ClientState``) through
+        the dispatch in force, which applies the checks (authentication,
+        ACL, -LOADING, -MISCONF, OOM) and feeds MONITOR, the slow log and
+        the command statistics; serve the clients its jobs unblock.
+        Returns bytes, ``BLOCKED`` or a ``ReplySlot``
+        (disque.commands.contract).  No request runs a handler another way.
+        (A bound callable, swapped with the node's state: fetch it anew for
+        each batch.)"""
+
     def set_time():
-        """Set the core's clock from the reactor: a batch of work begins."""
+        """Set the core's clock from the reactor: a batch of work begins.
+        Returns that time (ms)."""
+
+    def now_ms():
+        """The time of the batch in progress (ms), as set_time set it."""
 
     def after_batch():
         """A batch of work is done: run its effects, let its output leave."""

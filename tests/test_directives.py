@@ -1240,13 +1240,13 @@ def test_a_hard_output_limit_stops_a_pipeline_of_big_replies_as_it_is_made(make)
         job = node.connect().call("ADDJOB", "q", "b" * 200_000, "0").split(b"\r\n")[0][1:].decode()
         c = node.connect()
         shows = []
-        real = node.runtime.dispatch
+        real = node.runtime.run_command
 
-        def counting(ctx, client, argv):
+        def counting(client, argv):
             shows.append(argv[0])
-            return real(ctx, client, argv)
+            return real(client, argv)
 
-        node.runtime.dispatch = counting
+        node.runtime.run_command = counting
         with captured_log() as events:
             c.proto.dataReceived(cmd("SHOW", job) * 20)
         assert c.closed is dropped and c.tr.disconnected is dropped

@@ -8,7 +8,7 @@ import random
 import pytest
 from hypothesis import given, strategies as st
 
-from disque.commands.jobs import job_fields
+from disque.commands.views import job_fields
 from disque.core import options
 from disque.core.deadletter import dead_letter_id
 from disque.core.job import ACTIVE, F_NACK_DELAYED, QUEUED, deserialize, serialize

@@ -8,7 +8,7 @@ import struct
 import pytest
 from hypothesis import given, strategies as st
 
-from disque.commands.jobs import job_fields
+from disque.commands.views import job_fields
 from disque.core.job import (ACTIVE, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, Job, BadRecord,
                              deserialize, serialize)
 from disque.core import options

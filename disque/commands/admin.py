@@ -7,6 +7,7 @@ from ..access.protection import DEBUG_NOT_ALLOWED, debug_allowed
 from ..resp import reply
 from . import TABLE, command
 from .audit import audit_command
+from .contract import BLOCKED
 from .jobs import SYNTAX
 
 
@@ -56,8 +57,6 @@ def shutdown(ctx, client, argv):
     error = ctx.runtime.shutdown(mode.decode())
     if error:
         return reply.err(error)
-    from ..resp.reply import BLOCKED
-
     return BLOCKED  # the connection closes with the process
 
 

@@ -6,8 +6,10 @@ CLIENT LIST's line, also used by the ACL log."""
 import re
 
 from ..resp import reply
-from . import client_info, command
+from . import command
 from .audit import audit_command
+from .dispatcher import client_info
+from .contract import REPLY_OFF, REPLY_ON, REPLY_SKIP_NEXT
 from .args import parse_int_or_error, parse_ll
 from .jobs import SYNTAX
 
@@ -89,7 +91,7 @@ def client_(ctx, client, argv):
         return reply.OK
     if sub == b"reply" and argc == 3:
         mode = argv[2].lower()
-        modes = {b"on": reply.REPLY_ON, b"off": reply.REPLY_OFF, b"skip": reply.REPLY_SKIP_NEXT}
+        modes = {b"on": REPLY_ON, b"off": REPLY_OFF, b"skip": REPLY_SKIP_NEXT}
         if mode not in modes:
             raise SYNTAX
         client.reply_mode = modes[mode]

@@ -2,15 +2,16 @@
 ENQUEUE, DEQUEUE, LOADJOB, JSCAN.  Parsing and reply shaping only; the state
 changes live in :mod:`disque.core.node`."""
 
-from ..core.job import ACTIVE, DEFAULT_TTL, F_NACK_DELAYED, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
+from ..core.job import DEFAULT_TTL, STATE_BY_NAME, WAIT_REPL
 from ..core.limits import (MAX_BACKOFF_MS, MAX_DELIVERIES, MAX_JOB_SECONDS, MAX_NACK_DELAY_MS, PRIORITY_DEFAULT,
                            PRIORITY_MAX, PRIORITY_MIN)
 from ..core.options import JobOptions
 from ..core.dedup import MAX_KEY_LEN
 from ..core.errors import CommandError
 from ..resp import reply
-from ..resp.reply import ReplySlot
 from . import command
+from .contract import ReplySlot
+from .views import job_fields
 from .args import parse_cursor, parse_int_or_error, parse_ll, parse_timeout, validate_ids
 
 SYNTAX = CommandError(b"ERR", b"syntax error")
@@ -163,39 +164,6 @@ NOREPL_TIMEOUT = b"-NOREPL Timeout reached before replicating to the requested n
 # ----------------------------------------------------------------------
 # SHOW / JSCAN
 # ----------------------------------------------------------------------
-
-def job_fields(node, job) -> list:
-    """SHOW's fields of ``job`` in SHOW's order, as ``(name, value)`` with
-    ``value`` an int, bytes, a tuple of bytes or of ints, or None (a null): what the
-    SHOW reply and the HTTP API (disque.http.api) both render."""
-    now = node.now
-    ttl = -(-(job.etime - now) // 1000)
-    fields = [
-        (b"id", job.id), (b"queue", job.queue), (b"state", STATE_NAMES[job.state]), (b"repl", job.repl),
-        (b"ttl", ttl if ttl > 0 else 0), (b"ctime", job.ctime), (b"delay", job.delay), (b"retry", job.retry),
-        (b"nacks", job.nacks), (b"additional-deliveries", job.deliv), (b"nodes-delivered", tuple(job.delivered)),
-        (b"nodes-confirmed", tuple(job.confirmed or ())),
-        (b"next-requeue-within", max(job.qtime - now, 0) if job.qtime else None),
-        (b"next-awake-within", max(job.awake - now, 0) if job.awake else None),
-        (b"body", job.body),
-    ]
-    if job.dedup is not None:
-        fields.append((b"dedup", job.dedup))
-    opts = job.opts
-    if opts is not None:  # the extensions' fields (docs/extensions.md): only on jobs that use them
-        fields.append((b"priority", opts.priority))
-        if opts.backoff:
-            fields.append((b"backoff", (opts.backoff, opts.backoff_max)))
-        if opts.max_deliveries:
-            fields.append((b"max-deliveries", opts.max_deliveries))
-            fields.append((b"dead-letter", opts.deadletter_queue(opts.dead_from or job.queue)))
-        if opts.dead_from:
-            fields.append((b"dead-from", opts.dead_from))
-            fields.append((b"dead-reason", opts.dead_reason))
-    if job.flags & F_NACK_DELAYED and job.state == ACTIVE:
-        fields.append((b"redeliver-at", job.qtime))
-    return fields
-
 
 def render_job_info(node, job) -> bytes:
     """SHOW's reply: a flat array of names and values."""

@@ -38,23 +38,18 @@ Names and bodies are bytes: they are given as UTF-8 text (invalid bytes
 replaced); a body that is not UTF-8 comes as ``body_base64`` instead.
 """
 
-import base64
-import heapq
 import json
 
 from twisted.web import resource
 
-from ..commands.jobs import job_fields
+from ..commands import views
+from ..commands.views import text as _text
 from ..core.jobid import is_valid as is_valid_id
-from ..core.queue import PAUSE_NAMES, PAUSED_ALL
-from .. import DISQUE_VERSION
 from .dispatch import http_error, refused, run
-from .metrics import longest_first
 
 PEEK_DEFAULT = 50
 PEEK_MAX = 1000
 QUEUES_DEFAULT = 1000
-BODY_PREVIEW = 1024  # bytes of each body in a queue's job list
 PAUSE_STATES = ("none", "in", "out", "all")
 #: The commands the actions are: the dashboard offers them to a user who
 #: may run all three.
@@ -68,10 +63,6 @@ class ApiError(Exception):
         super().__init__(text)
         self.status = status
         self.text = text
-
-
-def _text(value: bytes) -> str:
-    return value.decode("utf-8", "replace")
 
 
 def _arg(request, name: bytes, default=None):
@@ -88,30 +79,6 @@ def _int_arg(request, name: bytes, default: int, lo: int, hi: int) -> int:
     except ValueError:
         raise ApiError(400, "-ERR %s is not an integer" % name.decode()) from None
     return max(lo, min(value, hi))
-
-
-def job_json(node, job, preview: int = 0) -> dict:
-    """SHOW's fields as JSON (``preview``: at most that many body bytes)."""
-    out = {}
-    for name, value in job_fields(node, job):
-        key = name.decode()
-        if isinstance(value, bytes) and key != "body":
-            value = _text(value)
-        elif isinstance(value, tuple):
-            value = [v if isinstance(v, int) else _text(v) for v in value]
-        out[key] = value
-    body = job.body
-    truncated = preview and body is not None and len(body) > preview
-    if truncated:
-        body = body[:preview]
-    out["body"] = None
-    if body is not None:
-        try:
-            out["body"] = body.decode("utf-8")
-        except UnicodeDecodeError:
-            out["body_base64"] = base64.b64encode(body).decode()
-    out["body_truncated"] = bool(truncated)
-    return out
 
 
 ACTIONS = (b"pause", b"requeue", b"delete")
@@ -167,24 +134,29 @@ class Api(resource.Resource):
         runtime = self.runtime
         runtime.set_time()
         user = request.acl_user
+        ctx = runtime.ctx
         if path in ([b"node"], [b"nodes"], [b"rates"]):
             self._may(request, INFO)
             if path == [b"node"]:
-                return self.node_info(user)
+                summary = views.node_summary(ctx)
+                summary["actions"] = all(user.may_run(name, (name,)) for name in ACTION_COMMANDS)
+                return summary
             if path == [b"nodes"]:
-                return self.nodes()
+                return views.cluster_nodes(ctx)
             return {"interval": 1, "samples": list(self.rates.samples)}
         if path == [b"queues"]:
             self._may(request, [b"QSCAN", b"0"])
-            return self.queues(user, _arg(request, b"filter", ""),
-                               _int_arg(request, b"limit", QUEUES_DEFAULT, 0, 1 << 30))
+            return views.queue_list(ctx, user, _arg(request, b"filter", "").encode("utf-8"),
+                                    _int_arg(request, b"limit", QUEUES_DEFAULT, 0, 1 << 30), self.rates.of_queue)
         if len(path) == 2 and path[0] == b"queues":
             self._may(request, [b"QPEEK", path[1], b"0"])
-            return self.queue(user, path[1], _int_arg(request, b"count", PEEK_DEFAULT, 0, PEEK_MAX))
+            count = _int_arg(request, b"count", PEEK_DEFAULT, 0, PEEK_MAX)
+            q = self._queue(path[1])
+            return {"queue": self._queue_row(q), "jobs": views.queue_jobs(ctx, user, q, count)}
         if len(path) == 2 and path[0] == b"jobs":
             _valid_id(path[1])
             self._may(request, [b"SHOW", path[1]])
-            return job_json(runtime.node, self._job(path[1]))
+            return views.job_json(ctx.node, self._job(path[1]))
         raise ApiError(404, "-ERR no such resource")
 
     def _act(self, request, path):
@@ -215,84 +187,19 @@ class Api(resource.Resource):
             raise ApiError(*error)
         return reply
 
-    # -- reads ---------------------------------------------------------------
-
-    def node_info(self, user):
-        runtime = self.runtime
-        node = runtime.node
-        process = runtime.process_info()
-        used, rss, _ = runtime.memory()
-        latency = node.latency
-        return {
-            "id": _text(node.my_id), "version": DISQUE_VERSION, "runtime": process["runtime"],
-            "uptime": process["uptime"], "time": node.now,
-            "clients": {"connected": len(runtime.ctx.clients), "blocked": len(node.getjob)},
-            "jobs": dict(total=len(node.jobs), **{k.replace("-", "_"): v for k, v in node.job_states().items()}),
-            "queues": len(node.queues),
-            "memory": {"used": used, "max": runtime.config["maxmemory"], "rss": rss},
-            "persistence": dict(runtime.persistence_info()),
-            "latency": {name: {"count": getattr(latency, name).count, "p50": getattr(latency, name).quantile(0.5),
-                               "p99": getattr(latency, name).quantile(0.99)} for name, _ in latency.NAMES},
-            "actions": all(user.may_run(name, (name,)) for name in ACTION_COMMANDS),
-        }
-
-    def nodes(self):
-        cluster = self.runtime.node.cluster
-        me = cluster.my_id
-        rows = []
-        for n in cluster.nodes.values():
-            myself = n is cluster.myself
-            flags = [b"myself"] + ([b"leaving"] if cluster.leaving else []) if myself else n.flag_names()
-            rows.append({
-                "id": _text(n.id), "address": "%s:%d" % (_text(n.host), n.port), "myself": myself,
-                "up": True if myself else bool(n.reachable), "connected": True if myself else bool(n.connected),
-                "leaving": bool(cluster.leaving if myself else n.leaving),
-                "flags": _text(b",".join(flags) or b"noflags"),
-            })
-        rows.sort(key=lambda r: (not r["myself"], r["address"]))
-        return {"myself": _text(me), "nodes": rows}
+    # -- reads: the views of disque.commands.views, after the ACL check ------------
 
     def _queue_row(self, q):
-        now = self.runtime.node.now
-        rate_in, rate_out, rate_ack, rate_nack = self.rates.of_queue(q.name)
-        oldest = q.jobs[0].created_ms() if q.jobs else now
-        return {
-            "name": _text(q.name), "len": len(q.jobs), "age": max(now - oldest, 0) // 1000,
-            "added": q.jobs_in, "removed": q.jobs_out, "acked": q.acked, "nacked": q.nacked,
-            "rate_in": rate_in, "rate_out": rate_out, "rate_ack": rate_ack, "rate_nack": rate_nack,
-            "paused": _text(PAUSE_NAMES[q.flags & PAUSED_ALL]), "blocked": len(q.waiting) if q.waiting else 0,
-        }
-
-    def queues(self, user, text: str, limit: int):
-        """The queues ``user`` may touch (all of them, for most users), as
-        QSCAN shows a tenant its own."""
-        node = self.runtime.node
-        wanted = text.encode("utf-8")
-        mine = list(node.queues.values()) if user.all_queues else [
-            q for q in node.queues.values() if user.may_queue(q.name)]
-        chosen = [q for q in mine if wanted in q.name] if wanted else mine
-        shown = heapq.nsmallest(limit, chosen, key=longest_first)
-        return {"time": node.now, "total": len(mine), "matching": len(chosen),
-                "queues": [self._queue_row(q) for q in shown]}
+        return views.queue_row(self.runtime.ctx, q, self.rates.of_queue(q.name))
 
     def _queue(self, name: bytes):
-        q = self.runtime.node.queues.get(name)
+        q = views.find_queue(self.runtime.ctx, name)
         if q is None:
             raise ApiError(404, "-ERR no such queue on this node")
         return q
 
-    def queue(self, user, name: bytes, count: int):
-        """A queue and its oldest jobs: those ``user`` may see (a dead
-        letter that came from another tenant's queue is left out)."""
-        q = self._queue(name)
-        node = self.runtime.node
-        jobs = q.jobs.head(count)
-        if not user.all_queues:
-            jobs = [j for j in jobs if user.may_job(j)]
-        return {"queue": self._queue_row(q), "jobs": [job_json(node, j, BODY_PREVIEW) for j in jobs]}
-
     def _job(self, job_id: bytes):
-        job = self.runtime.node.jobs.get(job_id)
+        job = views.find_job(self.runtime.ctx, job_id)
         if job is None:
             raise ApiError(404, NOJOB)
         return job
@@ -306,7 +213,7 @@ class Api(resource.Resource):
             raise ApiError(400, "-ERR state must be one of none, in, out, all")
         argv = [b"PAUSE", name, state.encode()] + ([b"BCAST"] if body.get("bcast") else [])
         now = self._command(request, argv)[1:].rstrip(b"\r\n")
-        q = self.runtime.node.queues.get(name)
+        q = views.find_queue(self.runtime.ctx, name)
         return {"queue": self._queue_row(q) if q is not None else None, "paused": _text(now)}
 
     def _job_command(self, request, command: bytes, job_id: bytes) -> int:
@@ -317,7 +224,7 @@ class Api(resource.Resource):
         the AOF loads, where the command answers -LOADING."""
         _valid_id(job_id)
         runtime = self.runtime
-        if request.acl_user.all_queues and not runtime.loading and job_id not in runtime.node.jobs:
+        if request.acl_user.all_queues and not runtime.loading and views.find_job(runtime.ctx, job_id) is None:
             raise ApiError(404, NOJOB)
         return int(self._command(request, [command, job_id])[1:])
 

@@ -1,9 +1,10 @@
 """HTTP requests as clients of the command layer.
 
 An action of the HTTP side (pause a queue, requeue or delete a job) is the
-RESP command it stands for, run by :func:`run` through the node's
-dispatcher (``runtime.dispatch``, the one in force: it answers -LOADING
-while the AOF loads, -MISCONF while it is in error) as the request's user.
+RESP command it stands for, run by :func:`run` through the node's one
+front door (``runtime.run_command``: the dispatch in force, which answers
+-LOADING while the AOF loads, -MISCONF while it is in error) as the
+request's user.
 So the ACL check, MONITOR, the slow log, the command statistics and INFO
 see an HTTP action as they see the same command from any client, and an
 HTTP action can never do more than its user could over RESP.
@@ -18,7 +19,8 @@ answer at once: they never park the client or answer later).
 
 from contextlib import contextmanager
 
-from ..commands import TABLE, refusal
+from ..commands import TABLE
+from ..commands.dispatcher import may_run, refusal
 from ..access.protection import is_local
 
 #: The HTTP status of a RESP error, by its code; any other error is 400.
@@ -74,11 +76,11 @@ def request_client(runtime, request, user):
 
 def run(runtime, request, argv) -> bytes:
     """Run ``argv`` (a RESP command, bytes) as ``request.acl_user`` through
-    the node's dispatcher; carry out its effects (bus messages, AOF
+    the node's front door; carry out its effects (bus messages, AOF
     records); return its RESP reply."""
     with request_client(runtime, request, request.acl_user) as client:
         try:
-            reply = runtime.dispatch(runtime.ctx, client, argv)
+            reply = runtime.run_command(client, argv)
         finally:
             runtime.after_batch()
     if not isinstance(reply, bytes):  # a parked client or a late reply: none of the actions' commands does it
@@ -92,10 +94,11 @@ def refused(runtime, request, argv):
     -NOPERM reply, recorded in ACL LOG as a refusal of that command.  An
     unrestricted user costs one attribute read."""
     user = request.acl_user
-    if user.unrestricted or user.denial(argv[0].lower(), argv, runtime.node.jobs) is None:
+    ctx = runtime.ctx
+    if may_run(ctx, user, argv):
         return None
     with request_client(runtime, request, user) as client:
-        return refusal(runtime.ctx, client, TABLE[argv[0].lower()], argv)
+        return refusal(ctx, client, TABLE[argv[0].lower()], argv)
 
 
 def http_error(reply: bytes):

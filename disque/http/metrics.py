@@ -15,6 +15,7 @@ from typing import Iterable, List, Tuple
 
 from .. import DISQUE_VERSION
 from ..commands import ORDER, TABLE
+from ..commands.views import longest_first
 from ..core.queue import PAUSE_NAMES
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
@@ -71,11 +72,6 @@ class Exposition:
 
     def render(self) -> bytes:
         return ("\n".join(self.lines) + "\n").encode()
-
-
-def longest_first(q):
-    """The order of queues in /metrics and the API: longest, then by name."""
-    return -len(q.jobs), q.name
 
 
 def _queue_series(node, limit: int, visible=None):

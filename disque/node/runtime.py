@@ -6,7 +6,8 @@ exact wake-up for the earliest deadline: one ``IDelayedCall``, moved only
 when a sooner deadline appears), the periodic tick (``tick``, run ``hz``
 times a second by ``disque.node.timers``), the dispatch in force
 (``-LOADING`` while the AOF loads, ``-MISCONF`` while it fails, else the
-plain one: swapped, so the normal path checks nothing), CLIENT PAUSE,
+plain one: swapped, so the normal path checks nothing), bound as the one
+front door every request goes through (``run_command``), CLIENT PAUSE,
 shutdown, and the auth gate's hooks.  It is what a client protocol (RESP,
 HTTP) may ask of the node (:class:`disque.interfaces.INodeRuntime`).
 
@@ -18,16 +19,19 @@ facts) and :class:`~disque.node.nodefile.NodeFile`.
 
 import math
 import time
+from functools import partial
 
 from zope.interface import implementer
 
 from ..access.failed_auth import BLOCK_AFTER, BLOCK_SECONDS, FailedAuth, Throttle, client_source
-from ..commands import dispatch_loading, dispatch_misconf, load as load_commands
+from ..commands import load as load_commands
 from ..commands.context import Context
 from ..core.membership import new_node_id
 from ..core.node import NodeState
 from ..interfaces import IClientRuntime
-from ..resp.reply import ReplySlot, one_line
+from ..commands.contract import ReplySlot
+from ..commands.dispatcher import dispatch_loading, dispatch_misconf
+from ..resp.reply import one_line
 from .bushub import BusHub
 from .client_memory import ClientMemory, effective_limit
 from .effects import Effects
@@ -55,10 +59,11 @@ class NodeRuntime:
         self.bus = BusHub(self)
         self.effects = Effects(self)
         self._follow_config()
-        self.dispatch = self._dispatch = load_commands()  # the RESP protocol runs commands through it
+        self._dispatch = load_commands()
         persistence.on_error = self._persistence_error
         self.loading = False  # the AOF loads in the background (start_loading)
         self.ctx = Context(self.node, config, self)
+        self._choose_dispatch()  # run_command: the one front door
         # maxmemory-clients: while it is set (counting_clients), client
         # connections report what they hold to client_memory.
         self.client_memory = ClientMemory(self.ctx.clients, self.ctx.stats, reactor.seconds)
@@ -109,7 +114,14 @@ class NodeRuntime:
     # -- time, batches and deadlines -------------------------------------------
 
     def set_time(self):
-        self.node.now = int(self.reactor.seconds() * 1000)
+        """A batch of work begins: the core's clock from the reactor's;
+        returns it (ms)."""
+        now = self.node.now = int(self.reactor.seconds() * 1000)
+        return now
+
+    def now_ms(self):
+        """The time of the batch in progress (ms), as :meth:`set_time` set it."""
+        return self.node.now
 
     def after_batch(self):
         """A batch of work is done (a read, a timer, a bus frame): run what
@@ -164,7 +176,7 @@ class NodeRuntime:
         """Save the node file now (CLUSTER SAVECONFIG); an error text or None."""
         return self.nodefile.save(self.node.cluster)
 
-    # -- the dispatch in force ---------------------------------------------------
+    # -- the front door and the dispatch in force -----------------------------------
 
     def _persistence_error(self, error):
         """The AOF entered (an OSError) or left (None) its error state:
@@ -177,15 +189,26 @@ class NodeRuntime:
         self._choose_dispatch()
 
     def _choose_dispatch(self):
-        """The dispatch for the node's state: ``-LOADING`` while the AOF
-        loads, ``-MISCONF`` while it is in error, else the plain one (the
-        dispatch is swapped, so the normal path checks nothing)."""
+        """The front door for the node's state, ``run_command(client,
+        argv)``: the one way in for every request path (the RESP protocol,
+        the HTTP side's actions, the in-memory test clients through RESP).
+        It is the dispatch in force (:mod:`disque.commands.dispatcher`:
+        ``-LOADING`` while the AOF loads, ``-MISCONF`` while it is in
+        error, else the plain one) bound to the command context: swapped,
+        so the normal path checks nothing more, and bound once, so the
+        door costs no call of its own.  The dispatch applies the checks
+        (arity, authentication, ACL, OOM), feeds MONITOR, the slow log, the
+        latency monitor and the command statistics, and serves the clients
+        blocked on queues that got jobs; it returns the handler's answer
+        (:mod:`disque.commands.contract`: bytes, ``BLOCKED`` or a
+        ``ReplySlot``)."""
         if self.loading:
             self.dispatch = dispatch_loading
         elif self.misconf is not None:
             self.dispatch = dispatch_misconf
         else:
             self.dispatch = self._dispatch
+        self.run_command = partial(self.dispatch, self.ctx)
 
     def start_loading(self):
         """Until :meth:`finish_loading`: clients get ``-LOADING`` but for

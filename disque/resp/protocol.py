@@ -60,8 +60,8 @@ from zope.interface import implementer
 from ..node.logs import logger
 from ..node.output import BatchOutput, write_now
 from ..access.protection import DENIED, DENIED_REASON, is_local, protected
+from ..commands.contract import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
 from .codec import ARG_OVERHEAD, ProtocolError, RequestParser
-from .reply import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
 
 log = logger("disque.clients")
 
@@ -213,8 +213,7 @@ class RespProtocol(BatchOutput, Protocol):
         if parser.held() + self.queued > runtime.query_buffer_limit:
             self._query_limit_reached()
             return
-        runtime.set_time()
-        self.client.atime = runtime.node.now // 1000  # CLIENT LIST idle=
+        self.client.atime = runtime.set_time() // 1000  # CLIENT LIST idle=
         out = self._run(commands)
         if parser.preauth_refused is not None and error is None:
             error = self._after_preauth_stop(out)
@@ -318,10 +317,8 @@ class RespProtocol(BatchOutput, Protocol):
         room = hard - (self.backlog or 0) if hard else BATCH_OUTPUT  # before the limit
         stop_at = min(room, BATCH_OUTPUT)
         made = 0
-        ctx = runtime.ctx
-        node = ctx.node
         client = self.client
-        dispatch = runtime.dispatch
+        run_command = runtime.run_command  # the one front door: checks, MONITOR, stats, blocked clients served
         it = iter(commands)
         for argv in it:
             if runtime.paused_until and runtime.clients_paused():
@@ -329,9 +326,7 @@ class RespProtocol(BatchOutput, Protocol):
                 self.pending.extend(it)
                 runtime.wait_unpause(self)
                 break
-            result = dispatch(ctx, client, argv)
-            if node.ready:
-                node.getjob.serve_ready()
+            result = run_command(client, argv)
             if result is BLOCKED:
                 self.parked = True
                 self.pending.extend(it)
@@ -366,7 +361,7 @@ class RespProtocol(BatchOutput, Protocol):
         batch is done (:mod:`disque.node.output`)."""
         runtime = self.runtime
         runtime.ctx.stats.net_out += len(data)
-        self.client.atime = runtime.node.now // 1000  # a reply is activity too (timeout, CLIENT LIST idle=)
+        self.client.atime = runtime.now_ms() // 1000  # a reply is activity too (timeout, CLIENT LIST idle=)
         self.keep(data)
 
     def flush(self):
@@ -399,7 +394,7 @@ class RespProtocol(BatchOutput, Protocol):
 
     def _check_output_limits(self):
         hard, soft, seconds = self.runtime.output_limits
-        now = self.runtime.node.now
+        now = self.runtime.now_ms()
         if soft and self.backlog > soft:
             if self.over_soft_since is None:
                 self.over_soft_since = now

@@ -1,7 +1,9 @@
 """RESP2 reply encoding.  Replies are built as ``bytes`` end to end.
 
 Handlers return already encoded replies, so a pipeline of N commands becomes
-N byte strings joined once and written once.
+N byte strings joined once and written once.  What a handler may return
+besides an encoded reply (BLOCKED, a ReplySlot) and the CLIENT REPLY
+modes are the handler/protocol contract: :mod:`disque.commands.contract`.
 """
 
 OK = b"+OK\r\n"
@@ -64,42 +66,3 @@ def bulk_array(values) -> bytes:
         parts.append(b"$%d\r\n%s\r\n" % (len(v), v))
     return b"".join(parts)
 
-
-# -- What a command handler may return besides an encoded reply ---------------
-
-BLOCKED = object()
-"""The handler parked its client (GETJOB with no job): the reply comes
-later through ``deliver``, and the requests pipelined behind it wait."""
-
-
-class ReplySlot:
-    """A reply to come, in its place in the connection's output order,
-    that does not hold up the requests behind it (ADDJOB waiting for its
-    copies: pipelined ADDJOBs replicate concurrently, replies stay in
-    order).
-
-    The core fills it through a ``Reply(slot, payload)`` effect: the
-    adapter calls ``slot.conn.deliver(payload)``, so the slot is its own
-    ``conn``."""
-
-    __slots__ = ("proto", "payload")
-
-    def __init__(self, proto):
-        self.proto = proto
-        self.payload = None
-
-    @property
-    def conn(self):
-        return self
-
-    def deliver(self, payload):
-        if self.payload is None:
-            self.payload = payload
-            self.proto.slot_filled()
-
-
-# CLIENT REPLY modes: whether the protocol writes a command's reply.
-REPLY_ON = 0
-REPLY_OFF = 1
-REPLY_SKIP = 2  # skip the reply of this command, then back to ON
-REPLY_SKIP_NEXT = 3  # set by CLIENT REPLY SKIP: skip the *next* command
