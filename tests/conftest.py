@@ -117,7 +117,7 @@ TIERS = {
                  "test_reactor", "test_bus_password", "test_tls", "test_fuzz_findings", "test_worker",
                  "test_client_failover", "test_http_api", "test_priorities", "test_dashboard", "test_loading", "test_aof_errors",
                  "test_extensions", "test_crash_states", "test_client_memory", "test_access", "test_acl_node",
-                 "test_http_access", "test_node_interfaces"),
+                 "test_http_access", "test_node_interfaces", "test_front_door"),
     "process": ("test_e2e_aof", "test_e2e_access", "test_e2e_storage", "test_e2e_load_backlog", "test_e2e_logs", "test_e2e_cluster", "test_e2e_dedup", "test_e2e_faults",
                 "test_faults_suite", "test_e2e_federation", "test_e2e_node", "test_e2e_password", "test_e2e_bus_closed", "test_e2e_listen",
                 "test_e2e_tls", "test_e2e_acl", "test_e2e_http_access", "test_e2e_limits", "test_golden", "test_install", "test_memory",

@@ -20,42 +20,28 @@ seconds without a node, and the consumer rule.
 """
 
 import time
-from typing import Dict, Iterator, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, Optional
 
 from . import errors
-from .commands import Call, Commands, parse_hello
+from .cluster import ClusterClient
+from .commands import Call, parse_hello
 from .connection import Connection
-from .nodes import Address, OriginTracker, Topology, as_address
-from .tls import TLSOptions
+from .nodes import Address
 
 
-class BlockingClient(Commands):
+class BlockingClient(ClusterClient):
     """See the module docstring; the arguments are the Twisted client's
-    (``username`` and ``password`` log every connection in)."""
+    (:class:`~disque.client.cluster.ClusterClient`; ``username`` and
+    ``password`` log every connection in), with ``clock`` and ``sleep``
+    (keywords) in place of its reactor."""
 
-    def __init__(self, nodes: Sequence[Union[str, Tuple[str, int], int]] = ("127.0.0.1:7711",),
-                 password: Optional[str] = None, tls: Optional[TLSOptions] = None,
-                 connect_timeout: float = 5.0, reply_timeout: float = 10.0,
-                 failover_timeout: float = 30.0, hello_interval: float = 10.0,
-                 discover: bool = True, switch_window: Optional[int] = 100, switch_share: float = 0.5,
-                 clock=time.monotonic, sleep=time.sleep, username: Optional[str] = None):
-        self.topology = Topology([as_address(n) for n in nodes])
-        self.username = username
-        self.password = password
-        self.tls = tls
-        self.connect_timeout = connect_timeout
-        self.reply_timeout = reply_timeout
-        self.failover_timeout = failover_timeout
-        self.hello_interval = hello_interval
-        self.discover = discover
-        self.tracker = OriginTracker(switch_window, switch_share) if switch_window else None
+    def __init__(self, *args, clock=time.monotonic, sleep=time.sleep, **settings):
+        super().__init__(*args, **settings)
         self.clock, self.sleep = clock, sleep
         self._conns: Dict[Address, Connection] = {}
         self._ids: Dict[Address, str] = {}
         self._current: Optional[Address] = None
-        self._target: Optional[Address] = None
         self._hello_at = 0.0
-        self.switches = 0
 
     # -- life cycle --------------------------------------------------------------
 
@@ -179,13 +165,7 @@ class BlockingClient(Commands):
         self._drop(address)
 
     def _observe(self, address: Address, jobs):
-        node_id = self._ids.get(address)
-        if self.tracker is None or not node_id or not self.discover:
-            return
-        info = self.topology.consumer_target(self.tracker, node_id, (job.origin for job in jobs), self.clock())
-        if info is not None:
-            self.switches += 1
-            self._target = (info.host, info.port)
+        if self._follow_producers(self._ids.get(address), (job.origin for job in jobs), self.clock()) is not None:
             self._drop(address)
 
     def _maybe_refresh(self):

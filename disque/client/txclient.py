@@ -35,7 +35,7 @@ Deferred.  What the client does for the caller:
   go first to the node that delivered it.
 """
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional
 
 import txredisapi
 from twisted.internet import defer, task
@@ -44,11 +44,11 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from . import errors
-from .commands import Call, Commands, Page, parse_hello
+from .cluster import ClusterClient
+from .commands import Call, Page, parse_hello
 from .credentials import login
 from .job import Job
-from .nodes import Address, Candidate, OriginTracker, Topology, as_address
-from .tls import TLSOptions
+from .nodes import Address, Candidate
 
 MAX_IDLE_BLOCKING = 8  # idle GETJOB connections kept per node
 
@@ -119,50 +119,31 @@ def _response_error(e: Exception) -> errors.ResponseError:
     return errors.from_reply(line)
 
 
-class DisqueClient(Commands):
+class DisqueClient(ClusterClient):
     """A Twisted client for a Disque cluster (see the module docstring).
 
-    ``nodes``: seed addresses (``"host:port"``, ``("host", port)`` or a
-    port).  ``password`` (and ``username``, for a user of the nodes' ACL
-    other than ``default``): sent with AUTH on every connection
-    (:mod:`~disque.client.credentials`).  ``tls``: a
-    :class:`~disque.client.tls.TLSOptions` for nodes serving TLS.
-    ``discover=False`` keeps the client on the seeds (no HELLO-learned
-    nodes).  Times are in seconds."""
+    The arguments are :class:`~disque.client.cluster.ClusterClient`'s
+    (``password`` and ``username``, for a user of the nodes' ACL other
+    than ``default``, are sent with AUTH on every connection:
+    :mod:`~disque.client.credentials`), with ``reactor`` (a keyword; the
+    global one by default)."""
 
     log = Logger()
 
-    def __init__(self, nodes: Sequence[Union[str, Tuple[str, int], int]] = ("127.0.0.1:7711",),
-                 password: Optional[str] = None, tls: Optional[TLSOptions] = None,
-                 connect_timeout: float = 5.0, reply_timeout: float = 10.0,
-                 failover_timeout: float = 30.0, hello_interval: float = 10.0,
-                 discover: bool = True, switch_window: Optional[int] = 100, switch_share: float = 0.5,
-                 reactor=None, username: Optional[str] = None):
+    def __init__(self, *args, reactor=None, **settings):
+        super().__init__(*args, **settings)
         if reactor is None:
             from twisted.internet import reactor
         self.reactor = reactor
-        seeds = [as_address(n) for n in nodes]
-        self.topology = Topology(seeds)
-        self.username = username
-        self.password = password
-        self.tls = tls
-        self.connect_timeout = connect_timeout
-        self.reply_timeout = reply_timeout
-        self.failover_timeout = failover_timeout
-        self.discover = discover
-        self.tracker = OriginTracker(switch_window, switch_share) if switch_window else None
         self._nodes: Dict[Address, _Node] = {}
         self._by_id: Dict[str, _Node] = {}
         self._current: Optional[_Node] = None
-        self._target: Optional[Address] = None   # where the consumer rule wants to go
         self._choosing = defer.DeferredLock()
         self._closed = False
         self._hello_loop = task.LoopingCall(self._refresh)
         self._hello_loop.clock = reactor
-        self._hello_interval = hello_interval
         self._watchdog = task.LoopingCall(self._watch)
         self._watchdog.clock = reactor
-        self.switches = 0  # how many times the consumer rule moved the client
 
     # -- life cycle --------------------------------------------------------------
 
@@ -318,8 +299,8 @@ class DisqueClient(Commands):
         try:
             if self._current is None or self._current.retired:
                 self._current = yield self._choose(deadline)
-                if not self._hello_loop.running and self._hello_interval:
-                    self._hello_loop.start(self._hello_interval, now=False)
+                if not self._hello_loop.running and self.hello_interval:
+                    self._hello_loop.start(self.hello_interval, now=False)
                 if not self._watchdog.running:
                     self._watchdog.start(max(0.05, self.reply_timeout / 4.0), now=False)
             return self._current
@@ -488,16 +469,11 @@ class DisqueClient(Commands):
             node.close()
 
     def _observe(self, node: _Node, jobs: List[Job]):
-        if self.tracker is None or not node.id or not self.discover:
-            return
-        info = self.topology.consumer_target(self.tracker, node.id, (job.origin for job in jobs),
-                                             self.reactor.seconds())
+        info = self._follow_producers(node.id, (job.origin for job in jobs), self.reactor.seconds())
         if info is None:
             return
-        self.switches += 1
         self.log.info("disque client: most jobs received come from node {prefix}: moving there from {node}",
                       prefix=info.id[:8], node=node)
-        self._target = (info.host, info.port)
         self._retire(node)
 
     @defer.inlineCallbacks
