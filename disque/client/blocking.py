@@ -24,9 +24,10 @@ from typing import Dict, Iterator, Optional
 
 from . import errors
 from .cluster import ClusterClient
-from .commands import Call, parse_hello
+from .commands import Call
 from .connection import Connection
 from .nodes import Address
+from .replies import parse_hello
 
 
 class BlockingClient(ClusterClient):

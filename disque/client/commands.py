@@ -4,7 +4,8 @@ A method of :class:`Commands` builds a :class:`Call` (the argument list, the
 reply parser, whether the node may hold the reply back, which node should
 run it) and hands it to ``self._run``.  The Twisted client's ``_run``
 returns a Deferred, the blocking client's the value itself; neither knows
-any command, so an argument or a reply is decoded in one place only.
+any command, so an argument or a reply is decoded in one place only: the
+arguments here, the replies in :mod:`~disque.client.replies`.
 
 Conventions of the API: job IDs and queue names are ``str`` (``bytes``
 accepted), bodies ``bytes`` (``str`` is UTF-8 encoded); wherever a job ID is
@@ -12,21 +13,14 @@ taken, a :class:`~disque.client.job.Job` is taken too, and its commands go
 first to the node that delivered it.
 """
 
-from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Iterable, Optional, Sequence, Tuple
 
 # The node's ranges of the options (disque.core.limits), checked before a
 # call is sent.
 from ..core.limits import MAX_BACKOFF_MS, MAX_DELIVERIES, MAX_NACK_DELAY_MS, PRIORITY_MAX, PRIORITY_MIN
-from .job import Hello, Job, NodeInfo
-
-
-class Page(NamedTuple):
-    """One page of QSCAN or JSCAN: the cursor of the next page (0 after
-    the last), the items, and the node that answered (later pages of the
-    same cursor must go there)."""
-    cursor: int
-    items: list
-    node: Optional[str]
+from .job import Job
+from .replies import (int_reply, pairs, pairs_reply, parse_hello, parse_info, parse_jobs, raw, scan_page, text,
+                      text_list_reply, text_reply)
 
 
 class Call:
@@ -45,7 +39,7 @@ class Call:
     def __init__(self, args: Sequence, parse: Callable = None, blocking: bool = False,
                  prefer: Optional[str] = None, pin: Optional[str] = None):
         self.args = args
-        self.parse = parse or _raw
+        self.parse = parse or raw
         self.blocking = blocking
         self.prefer = prefer
         self.pin = pin
@@ -67,62 +61,6 @@ class Call:
         return "Call(%r)" % (self.args,)
 
 
-# -- reply decoding --------------------------------------------------------------
-
-def _raw(reply, node):
-    return reply
-
-
-def text(value) -> Optional[str]:
-    """A bulk or status reply as ``str`` (the wire layers give status lines
-    as ``str`` or ``bytes``)."""
-    if value is None or isinstance(value, str):
-        return value
-    return value.decode("utf-8", "surrogateescape")
-
-
-def _text_reply(reply, node):
-    return text(reply)
-
-
-def _int_reply(reply, node):
-    return int(reply)
-
-
-def _text_list_reply(reply, node):
-    return [text(v) for v in reply]
-
-
-def _value(key: str, value):
-    """A field of SHOW/QSTAT/JSCAN: integers as ``int``, lists of strings as
-    lists of ``str``, the body as ``bytes``, other strings as ``str``."""
-    if key == "body" or isinstance(value, int):
-        return value
-    if isinstance(value, list):
-        if key == "backoff":  # [base, max] in ms (an extension's field)
-            return [int(v) for v in value]
-        return [v if isinstance(v, int) else text(v) for v in value]
-    s = text(value)
-    if s and (s.isdigit() or (s[0] == "-" and s[1:].isdigit())):
-        return int(s)
-    return s
-
-
-def pairs(reply) -> Optional[dict]:
-    """A flat ``[key, value, ...]`` reply as a dict (``None`` for nil)."""
-    if reply is None:
-        return None
-    out = {}
-    for i in range(0, len(reply) - 1, 2):
-        key = text(reply[i])
-        out[key] = _value(key, reply[i + 1])
-    return out
-
-
-def _pairs_reply(reply, node):
-    return pairs(reply)
-
-
 def job_arg(job) -> Tuple[str, Optional[str]]:
     """A job ID argument and the node to prefer for it."""
     if isinstance(job, Job):
@@ -139,48 +77,6 @@ def _jobs_args(jobs) -> Tuple[list, Optional[str]]:
         ids.append(job_id)
         prefer = prefer or node
     return ids, prefer
-
-
-def parse_jobs(reply, node) -> List[Job]:
-    """GETJOB / QPEEK: ``[[queue, id, body(, "nacks", n, "additional-deliveries", n)], ...]``
-    (nil when GETJOB timed out) as a list of :class:`Job`."""
-    if not reply:
-        return []
-    jobs = []
-    for entry in reply:
-        nacks = extra = None
-        if len(entry) >= 7:
-            counters = pairs(entry[3:])
-            nacks, extra = counters.get("nacks"), counters.get("additional-deliveries")
-        jobs.append(Job(text(entry[0]), text(entry[1]), entry[2], nacks, extra, node))
-    return jobs
-
-
-def parse_hello(reply, node=None, host: Optional[str] = None) -> Hello:
-    """HELLO: ``[version, my_id, [id, host, port, priority], ...]``.  A node
-    that does not know its own address advertises an empty host: ``host``
-    (the address the client reached it at) stands in for it."""
-    nodes = []
-    for entry in reply[2:]:
-        node_host = text(entry[1]) or host or ""
-        nodes.append(NodeInfo(text(entry[0]), node_host, int(entry[2]), int(entry[3])))
-    return Hello(int(reply[0]), text(reply[1]), tuple(nodes))
-
-
-def parse_info(reply, node=None) -> dict:
-    """INFO's ``key:value`` lines as a dict of strings (sections flattened)."""
-    out = {}
-    for line in text(reply).splitlines():
-        if line and not line.startswith("#") and ":" in line:
-            key, _, value = line.partition(":")
-            out[key] = value
-    return out
-
-
-def _scan_reply(items: Callable):
-    def parse(reply, node):
-        return Page(int(reply[0]), [items(entry) for entry in reply[1]], node)
-    return parse
 
 
 def _opt(args: list, name: str, value):
@@ -273,7 +169,7 @@ class Commands:
             if not deadletter or text(deadletter) == text(queue):
                 raise ValueError("deadletter must name a queue other than the job's own, got %r" % (deadletter,))
             args += ("DEADLETTER", deadletter)
-        return self._run(Call(args, _text_reply))
+        return self._run(Call(args, text_reply))
 
     def get_jobs(self, *queues, count: int = 1, timeout: Optional[int] = None,
                  nohang: bool = False, with_counters: bool = True):
@@ -303,12 +199,12 @@ class Commands:
     def ack(self, *jobs):
         """ACKJOB: the number of jobs the node knew and acknowledged."""
         ids, prefer = _jobs_args(jobs)
-        return self._run(Call(["ACKJOB"] + ids, _int_reply, prefer=prefer))
+        return self._run(Call(["ACKJOB"] + ids, int_reply, prefer=prefer))
 
     def fast_ack(self, *jobs):
         """FASTACK: best-effort acknowledgement; the number of known jobs."""
         ids, prefer = _jobs_args(jobs)
-        return self._run(Call(["FASTACK"] + ids, _int_reply, prefer=prefer))
+        return self._run(Call(["FASTACK"] + ids, int_reply, prefer=prefer))
 
     def nack(self, *jobs, delay: Optional[int] = None):
         """NACK: queue the jobs again, counting a nack; the number of jobs
@@ -319,52 +215,52 @@ class Commands:
         args = ["NACK"] + ids
         if delay is not None:
             args += ("DELAY", _ranged("delay", delay, 0, MAX_NACK_DELAY_MS))
-        return self._run(Call(args, _int_reply, prefer=prefer))
+        return self._run(Call(args, int_reply, prefer=prefer))
 
     def working(self, job):
         """WORKING: postpone the job's next delivery; the job's RETRY in
         seconds (0: the job is never delivered again).  Raises NoJob,
         TooLate."""
         job_id, prefer = job_arg(job)
-        return self._run(Call(["WORKING", job_id], _int_reply, prefer=prefer))
+        return self._run(Call(["WORKING", job_id], int_reply, prefer=prefer))
 
     def show(self, job):
         """SHOW: the job's fields as a dict (``None`` if the node does not
         know it).  Numbers are ``int``, the body ``bytes``."""
         job_id, prefer = job_arg(job)
-        return self._run(Call(["SHOW", job_id], _pairs_reply, prefer=prefer))
+        return self._run(Call(["SHOW", job_id], pairs_reply, prefer=prefer))
 
     def enqueue(self, *jobs):
         """ENQUEUE: queue the jobs again, counting an additional delivery."""
         ids, prefer = _jobs_args(jobs)
-        return self._run(Call(["ENQUEUE"] + ids, _int_reply, prefer=prefer))
+        return self._run(Call(["ENQUEUE"] + ids, int_reply, prefer=prefer))
 
     def revive(self, *jobs):
         """REVIVE (an extension): each dead letter back in the queue it came
         from as a new job; a list of the new IDs, ``None`` for a job that is
         no dead letter on the node."""
         ids, prefer = _jobs_args(jobs)
-        return self._run(Call(["REVIVE"] + ids, _text_list_reply, prefer=prefer))
+        return self._run(Call(["REVIVE"] + ids, text_list_reply, prefer=prefer))
 
     def dequeue(self, *jobs):
         """DEQUEUE: take the jobs out of their queue (they stay known)."""
         ids, prefer = _jobs_args(jobs)
-        return self._run(Call(["DEQUEUE"] + ids, _int_reply, prefer=prefer))
+        return self._run(Call(["DEQUEUE"] + ids, int_reply, prefer=prefer))
 
     def del_job(self, *jobs):
         """DELJOB: forget the jobs on this node only."""
         ids, prefer = _jobs_args(jobs)
-        return self._run(Call(["DELJOB"] + ids, _int_reply, prefer=prefer))
+        return self._run(Call(["DELJOB"] + ids, int_reply, prefer=prefer))
 
     # -- Queues ------------------------------------------------------------------
 
     def qlen(self, queue):
         """QLEN: the queue's length on the node."""
-        return self._run(Call(["QLEN", queue], _int_reply))
+        return self._run(Call(["QLEN", queue], int_reply))
 
     def qstat(self, queue):
         """QSTAT: the queue's fields as a dict (``None`` for an unknown queue)."""
-        return self._run(Call(["QSTAT", queue], _pairs_reply))
+        return self._run(Call(["QSTAT", queue], pairs_reply))
 
     def qpeek(self, queue, count: int = 1):
         """QPEEK: up to ``count`` jobs without taking them (negative: the
@@ -376,7 +272,7 @@ class Commands:
         ``bcast``; the queue's pause state afterwards (``"none"``...)."""
         if not options:
             raise TypeError("pause needs at least one option (in, out, all, none, state, bcast)")
-        return self._run(Call(["PAUSE", queue] + list(options), _text_reply))
+        return self._run(Call(["PAUSE", queue] + list(options), text_reply))
 
     # -- Scans (one page; the clients iterate) -------------------------------------
 
@@ -392,7 +288,7 @@ class Commands:
         _opt(args, "MINLEN", minlen)
         _opt(args, "MAXLEN", maxlen)
         _opt(args, "IMPORTRATE", importrate)
-        return self._run(Call(args, _scan_reply(text), pin=node))
+        return self._run(Call(args, scan_page(text), pin=node))
 
     def jscan_page(self, cursor: int = 0, count: Optional[int] = None, busyloop: bool = False,
                    queues: Iterable = (), states: Iterable = (), reply: str = "id",
@@ -409,7 +305,7 @@ class Commands:
             args += ("STATE", state)
         args += ("REPLY", reply)
         items = pairs if reply == "all" else text
-        return self._run(Call(args, _scan_reply(items), pin=node))
+        return self._run(Call(args, scan_page(items), pin=node))
 
     # -- Server ------------------------------------------------------------------
 
@@ -422,7 +318,7 @@ class Commands:
         return self._run(Call(["INFO"] + ([section] if section else []), parse_info))
 
     def ping(self):
-        return self._run(Call(["PING"], _text_reply))
+        return self._run(Call(["PING"], text_reply))
 
     def time(self):
         """TIME: the node's clock as ``(seconds, microseconds)``."""
@@ -436,26 +332,26 @@ class Commands:
 
     def config_set(self, name: str, value):
         """CONFIG SET (a refused value raises ResponseError)."""
-        return self._run(Call(["CONFIG", "SET", name, value], _text_reply))
+        return self._run(Call(["CONFIG", "SET", name, value], text_reply))
 
     def bgrewriteaof(self):
         """BGREWRITEAOF: the node's status line."""
-        return self._run(Call(["BGREWRITEAOF"], _text_reply))
+        return self._run(Call(["BGREWRITEAOF"], text_reply))
 
     # -- Cluster administration (run on the current node) ------------------------------
 
     def cluster_meet(self, host: str, port: int):
         """CLUSTER MEET: introduce the node at ``host:port``."""
-        return self._run(Call(["CLUSTER", "MEET", host, int(port)], _text_reply))
+        return self._run(Call(["CLUSTER", "MEET", host, int(port)], text_reply))
 
     def cluster_forget(self, node_id: str):
         """CLUSTER FORGET: drop a node from this node's table."""
-        return self._run(Call(["CLUSTER", "FORGET", node_id], _text_reply))
+        return self._run(Call(["CLUSTER", "FORGET", node_id], text_reply))
 
     def cluster_leaving(self, leaving: bool = True):
         """CLUSTER LEAVING yes|no: start (or stop) draining the current node.
         The client then moves to another node itself (its HELLO priority)."""
-        return self._run(Call(["CLUSTER", "LEAVING", "yes" if leaving else "no"], _text_reply))
+        return self._run(Call(["CLUSTER", "LEAVING", "yes" if leaving else "no"], text_reply))
 
     def cluster_info(self):
         """CLUSTER INFO as a dict of strings."""
@@ -463,7 +359,7 @@ class Commands:
 
     def cluster_nodes(self):
         """CLUSTER NODES: the node table, one line per node (``str``)."""
-        return self._run(Call(["CLUSTER", "NODES"], _text_reply))
+        return self._run(Call(["CLUSTER", "NODES"], text_reply))
 
     def _then(self, result, f):
         """Apply ``f`` to a result of ``_run`` (a value here; the Twisted

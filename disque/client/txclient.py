@@ -45,10 +45,11 @@ from twisted.python.failure import Failure
 
 from . import errors
 from .cluster import ClusterClient
-from .commands import Call, Page, parse_hello
+from .commands import Call
 from .credentials import login
 from .job import Job
 from .nodes import Address, Candidate
+from .replies import Page, parse_hello
 
 MAX_IDLE_BLOCKING = 8  # idle GETJOB connections kept per node
 

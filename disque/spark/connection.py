@@ -16,7 +16,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from ..client import connection as _wire
 from ..client import errors as _errors
-from ..client.commands import parse_hello
+from ..client.replies import parse_hello
 from ..client.connection import CONNECT_TIMEOUT_S, address, split_address
 
 __all__ = ["AuthError", "ConnectError", "Connection", "DisqueSparkError", "NoPermissionError",
