@@ -33,91 +33,34 @@ Deferred.  What the client does for the caller:
   its own for its duration (kept for the next one).  Commands about a
   fetched :class:`~disque.client.job.Job` (ACK, NACK, WORKING, SHOW...)
   go first to the node that delivered it.
+
+The connections themselves (one txredisapi connection, a node's set of
+them, how one is opened) are in :mod:`.txconn`; the settings and the
+consumer rule's state shared with the blocking client in :mod:`.cluster`.
+This module stays over 400 lines on purpose: what is left is one state
+machine, :class:`DisqueClient`'s fast path, full path, choice of node and
+failover, whose every decision reads the same node table, current node and
+retired flags; cut in two, each half would reach into the other's state.
 """
 
 from typing import Callable, Dict, List, Optional
 
 import txredisapi
 from twisted.internet import defer, task
-from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from . import errors
 from .cluster import ClusterClient
 from .commands import Call
-from .credentials import login
 from .job import Job
 from .nodes import Address, Candidate
 from .replies import Page, parse_hello
+from .txconn import Conn, Node, dial, new_factory, response_error
 
 MAX_IDLE_BLOCKING = 8  # idle GETJOB connections kept per node
 
-
-class _Conn:
-    """One txredisapi connection (a RedisFactory with one pooled protocol).
-
-    ``pending`` counts the calls of the fast path sent on it and not yet
-    answered, ``progress`` is when it last answered one (or when it went
-    from idle to busy): the client's watchdog closes a connection that has
-    calls pending and no progress for ``reply_timeout`` seconds."""
-
-    __slots__ = ("factory", "handler", "pending", "progress")
-
-    def __init__(self, factory):
-        self.factory = factory
-        self.handler = factory.handler
-        self.pending = 0
-        self.progress = 0.0
-
-    @property
-    def alive(self) -> bool:
-        return self.factory.size > 0 and not self.factory.disconnectCalled
-
-    def execute(self, args):
-        return self.handler.execute_command(*args)
-
-    def close(self):
-        if not self.factory.disconnectCalled:
-            self.factory.disconnect().addErrback(lambda f: None)
-
-
-class _Node:
-    """The client's connections to one node."""
-
-    def __init__(self, host: str, port: int):
-        self.host, self.port = host, port
-        self.id: Optional[str] = None
-        self.shared: Optional[_Conn] = None   # the pipelined connection
-        self.opening: Optional[List[defer.Deferred]] = None  # waiters while the shared one opens
-        self.idle: List[_Conn] = []           # connections for blocking calls
-        self.inflight = 0
-        self.retired = False
-
-    @property
-    def address(self) -> Address:
-        return self.host, self.port
-
-    @property
-    def busy(self) -> bool:
-        """Calls of either path are waiting for a reply here."""
-        return self.inflight > 0 or (self.shared is not None and self.shared.pending > 0)
-
-    def conns(self) -> List[_Conn]:
-        return ([self.shared] if self.shared else []) + self.idle
-
-    def close(self):
-        for conn in self.conns():
-            conn.close()
-        self.shared, self.idle = None, []
-
-    def __repr__(self):
-        return "<node %s:%d %s>" % (self.host, self.port, (self.id or "?")[:8])
-
-
-def _response_error(e: Exception) -> errors.ResponseError:
-    line = e.args[0] if e.args else ""
-    return errors.from_reply(line)
+_Conn, _Node = Conn, Node  # (the names tests/test_client_failover.py imports)
 
 
 class DisqueClient(ClusterClient):
@@ -136,9 +79,9 @@ class DisqueClient(ClusterClient):
         if reactor is None:
             from twisted.internet import reactor
         self.reactor = reactor
-        self._nodes: Dict[Address, _Node] = {}
-        self._by_id: Dict[str, _Node] = {}
-        self._current: Optional[_Node] = None
+        self._nodes: Dict[Address, Node] = {}
+        self._by_id: Dict[str, Node] = {}
+        self._current: Optional[Node] = None
         self._choosing = defer.DeferredLock()
         self._closed = False
         self._hello_loop = task.LoopingCall(self._refresh)
@@ -203,7 +146,7 @@ class DisqueClient(ClusterClient):
         d = conn.execute(call.args)
         return d.addBoth(self._fast_reply, conn, node, call)
 
-    def _fast_reply(self, reply, conn: _Conn, node: _Node, call: Call):
+    def _fast_reply(self, reply, conn: Conn, node: Node, call: Call):
         conn.pending -= 1
         conn.progress = self.reactor.seconds()
         if node.retired and not node.busy and node is not self._current:
@@ -211,7 +154,7 @@ class DisqueClient(ClusterClient):
         if not isinstance(reply, Failure):
             return call.parse(reply, node.id)
         if reply.check(txredisapi.ResponseError):
-            error = _response_error(reply.value)
+            error = response_error(reply.value)
             if not errors.means_leaving(error):
                 raise error
             self._leaving(node)
@@ -256,7 +199,7 @@ class DisqueClient(ClusterClient):
                     d.addTimeout(timeout, self.reactor)
                 reply = yield d
             except txredisapi.ResponseError as e:
-                error = _response_error(e)
+                error = response_error(e)
                 if errors.means_leaving(error) and call.pin is None:
                     self._leaving(node)
                     prefer = None
@@ -336,17 +279,17 @@ class DisqueClient(ClusterClient):
                 raise errors.NoNodeAvailable("no Disque node reachable (%s)" % self.topology.describe_errors())
             yield task.deferLater(self.reactor, max(0.01, min(wake, deadline) - now), lambda: None)
 
-    def _node_at(self, candidate: Candidate) -> _Node:
+    def _node_at(self, candidate: Candidate) -> Node:
         node = self._nodes.get(candidate.address)
         if node is None:
-            node = self._nodes[candidate.address] = _Node(candidate.host, candidate.port)
+            node = self._nodes[candidate.address] = Node(candidate.host, candidate.port)
         if candidate.id:
             node.id = candidate.id
             self._by_id[candidate.id] = node
         return node
 
     @defer.inlineCallbacks
-    def _open_shared(self, node: _Node, with_hello: bool = False):
+    def _open_shared(self, node: Node, with_hello: bool = False):
         if node.shared is not None and node.shared.alive and not with_hello:
             return node.shared
         if node.opening is not None:  # another call is opening it: share its result
@@ -362,7 +305,7 @@ class DisqueClient(ClusterClient):
                     yield self._hello(node, conn)
                 except txredisapi.ResponseError as e:
                     conn.close()
-                    raise _response_error(e)
+                    raise response_error(e)
                 except Exception:
                     conn.close()
                     raise
@@ -379,7 +322,7 @@ class DisqueClient(ClusterClient):
         return conn
 
     @defer.inlineCallbacks
-    def _conn_for(self, node: _Node, blocking: bool):
+    def _conn_for(self, node: Node, blocking: bool):
         if not blocking:
             conn = yield self._open_shared(node)
             return conn
@@ -390,7 +333,7 @@ class DisqueClient(ClusterClient):
         conn = yield self._connect(node)
         return conn
 
-    def _release(self, node: _Node, conn: _Conn, blocking: bool):
+    def _release(self, node: Node, conn: Conn, blocking: bool):
         if blocking:
             if conn.alive and not node.retired and not self._closed and len(node.idle) < MAX_IDLE_BLOCKING:
                 node.idle.append(conn)
@@ -399,46 +342,23 @@ class DisqueClient(ClusterClient):
         if node.retired and not node.busy and node is not self._current:
             node.close()
 
-    def _factory(self, node: _Node) -> txredisapi.RedisFactory:
-        """The txredisapi factory of one connection to ``node``: its
-        protocol sends the client's AUTH first (:mod:`.credentials`)."""
-        username, password = login(self.username, self.password)
-        factory = txredisapi.RedisFactory("%s:%d" % node.address, None, 1, isLazy=False, charset=None,
-                                          password=password, convertNumbers=False, username=username)
-        factory.reconnect = False
-        return factory
+    def _factory(self, node: Node) -> txredisapi.RedisFactory:
+        """The txredisapi factory of one connection to ``node`` (its
+        protocol sends the client's AUTH first)."""
+        return new_factory(node, self.username, self.password)
 
-    def _connect(self, node: _Node):
+    def _connect(self, node: Node):
         """A new txredisapi connection to ``node`` (AUTH done)."""
         return self._dial(self._factory(node), node)
 
-    @defer.inlineCallbacks
-    def _dial(self, factory: txredisapi.RedisFactory, node: _Node):
-        """Connect ``factory`` to ``node``; fires with the :class:`_Conn`
+    def _dial(self, factory: txredisapi.RedisFactory, node: Node):
+        """Connect ``factory`` to ``node``; fires with the :class:`Conn`
         once it is ready (a refused AUTH raises :class:`AuthError`)."""
-        endpoint = HostnameEndpoint(self.reactor, node.host, node.port, timeout=self.connect_timeout)
-        if self.tls is not None:
-            endpoint = wrapClientTLS(self.tls.creator(node.host), endpoint)
-        factory.startConnecting(endpoint)
-        d = factory.deferred
-        d.addTimeout(self.connect_timeout + self.reply_timeout, self.reactor)
-        try:
-            yield d
-        except ValueError as e:  # txredisapi's "Redis error: could not ..."
-            factory.disconnect().addErrback(lambda f: None)
-            message = str(e)
-            if "could not auth" in message:
-                raise errors.AuthError("AUTH failed on %s:%d: %s"
-                                       % (node.host, node.port, message.split(": ", 2)[-1]))
-            raise errors.ConnectionError("%s:%d: %s" % (node.host, node.port, message.split(": ", 1)[-1]))
-        except Exception:
-            factory.disconnect().addErrback(lambda f: None)
-            raise
-        return _Conn(factory)
+        return dial(self.reactor, factory, node, self.tls, self.connect_timeout, self.reply_timeout)
 
     # -- failures, leaving nodes, the consumer rule -----------------------------------
 
-    def _failed(self, node: _Node, error, call: Optional[Call] = None):
+    def _failed(self, node: Node, error, call: Optional[Call] = None):
         reason = getattr(error, "value", error)
         text = str(reason) or type(reason).__name__
         until = self.topology.failed(node.address, self.reactor.seconds(), text)
@@ -451,13 +371,13 @@ class DisqueClient(ClusterClient):
             raise errors.ConnectionError("node %s, which holds this scan's cursor, failed: %s"
                                          % (call.pin[:8], text))
 
-    def _leaving(self, node: _Node):
+    def _leaving(self, node: Node):
         self.log.info("disque client: node {node} is leaving the cluster; moving on", node=node)
         if node.id:
             self.topology.mark_leaving(node.id)
         self._retire(node)
 
-    def _retire(self, node: _Node):
+    def _retire(self, node: Node):
         """Stop sending new calls to ``node``; its connections close once the
         calls in flight there are answered."""
         node.retired = True
@@ -469,7 +389,7 @@ class DisqueClient(ClusterClient):
         if not node.busy:
             node.close()
 
-    def _observe(self, node: _Node, jobs: List[Job]):
+    def _observe(self, node: Node, jobs: List[Job]):
         info = self._follow_producers(node.id, (job.origin for job in jobs), self.reactor.seconds())
         if info is None:
             return
@@ -478,7 +398,7 @@ class DisqueClient(ClusterClient):
         self._retire(node)
 
     @defer.inlineCallbacks
-    def _hello(self, node: _Node, conn: _Conn):
+    def _hello(self, node: Node, conn: Conn):
         """HELLO on ``conn``: learn ``node``'s ID and (with discovery) the
         cluster from the reply."""
         d = conn.execute(["HELLO"])
