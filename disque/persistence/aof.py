@@ -42,6 +42,15 @@ by the service in slices of a few milliseconds, one per reactor turn
 (:meth:`begin_load`), while clients get ``-LOADING`` (see
 :mod:`disque.node.service`).  ``info()`` shows the progress of a load and of a
 rewrite.
+
+This module stays over 400 lines on purpose.  What could leave already has
+(the records, loading, rewriting, the file layer); what is left is one
+object that owns the live file: its descriptor, the buffer, the size and
+the error state (write failed, fsync failed, repair pending) are read and
+changed by every path here (append and flush, the end of a load, the end
+of a rewrite, CONFIG SET appendonly, close), and the rules above are the
+transitions of that one state.  Split, the halves would share it through
+private attributes.
 """
 
 import errno
