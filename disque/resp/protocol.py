@@ -6,18 +6,15 @@ after the AOF, straight to the socket).  A command that blocks (GETJOB
 with no job) parks the connection: later pipelined requests wait, in order,
 until the node delivers the parked reply (``deliver``), as in Redis.
 
-The protocol is the streaming producer of its transport: when the
-transport's buffer is full (the client does not read its replies) the
-connection stops being read, so requests cannot pile up replies.  Output
-that comes anyway (MONITOR lines, parked replies) is what
-``client-output-buffer-limit normal <hard> <soft> <seconds>`` bounds, as in
-the original: the bytes written while the transport is full are counted
-(Twisted's own 64 KB buffer comes before them, as the kernel's socket buffer
-comes before the original's reply list), and the client is dropped at once
-when they exceed the hard limit, or when they stay above the soft limit for
-more than the soft seconds.  0 disables a limit.  The replies a batch makes
-count too, as they are made: a pipeline of requests for big replies is
-dropped once the hard limit is passed, without making the rest of them.
+What leaves and when -- flow control (the protocol is its transport's
+streaming producer), ``client-output-buffer-limit``, the order of replies
+behind reply slots -- is the other half of the class,
+:class:`disque.resp.output_flow.OutputFlow`.  The replies a batch makes
+count against the hard output limit as they are made: a pipeline of
+requests for big replies is dropped once the hard limit is passed, without
+making the rest of them.  Requests run through the runtime's one front
+door (``runtime.run_command``, :mod:`disque.commands.dispatcher`), and
+their answers follow :mod:`disque.commands.contract`.
 
 One read can hold a thousand requests, each asking for a big reply (SHOW
 of a large job): a batch stops once its replies pass ``BATCH_OUTPUT``
@@ -52,23 +49,18 @@ import socket
 from collections import deque
 from itertools import islice
 
-from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Factory, Protocol
 from twisted.protocols.policies import ProtocolWrapper
-from zope.interface import implementer
 
-from ..node.logs import logger
-from ..node.output import BatchOutput, write_now
 from ..access.protection import DENIED, DENIED_REASON, is_local, protected
 from ..commands.contract import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
+from ..node.logs import logger
 from .codec import ARG_OVERHEAD, ProtocolError, RequestParser
+from .output_flow import BATCH_OUTPUT, OutputFlow
 
 log = logger("disque.clients")
 
 MAX_CLIENTS_ERROR = b"-ERR max number of clients reached\r\n"
-#: Bytes of replies after which a batch stops running a client's requests
-#: until they are written (see the module docstring).
-BATCH_OUTPUT = 1024 * 1024
 
 
 def request_size(commands) -> int:
@@ -98,26 +90,24 @@ def set_keepalive(transport, seconds: int) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
-@implementer(IPushProducer)
-class RespProtocol(BatchOutput, Protocol):
+class RespProtocol(OutputFlow, Protocol):
+    """One client connection: its requests parsed, run through the front
+    door in order, parked behind a blocked command; its output is
+    :class:`~disque.resp.output_flow.OutputFlow`'s."""
+
     client = None
     parked = False
     closing = False
     input_error = None  # a protocol error waiting for the parked pipeline ahead of it
-    backlog = None  # bytes written since the transport said it is full; None: it is not
-    over_soft_since = None  # node time (ms) the backlog went above the soft limit
     queued = 0  # request_size(self.pending)
-    held_back = False  # a batch stopped at BATCH_OUTPUT: self.pending goes on once written
     cert_user_pending = False  # tls-auth-clients-user cn: the certificate names the user (first read)
-    slotted = 0  # bytes of replies queued behind an unfilled reply slot
     counted = 0  # what maxmemory-clients last counted for this connection (disque.node.client_memory)
-    _go_on_call = None
 
     def __init__(self, runtime):
         self.runtime = runtime
         self.parser = RequestParser(max_bulk_len=runtime.max_bulk_len)
         self.pending = deque()
-        self.slots = None  # deque of replies (bytes | ReplySlot) held behind an unfilled slot
+        self.slots = None  # OutputFlow's: replies held behind an unfilled reply slot
 
     # -- connection ------------------------------------------------------
 
@@ -160,25 +150,6 @@ class RespProtocol(BatchOutput, Protocol):
         self.transport.write(DENIED)
         self.transport.loseConnection()
         self.closing = True
-
-    # IPushProducer: the transport's buffer is full / has drained.
-
-    def pauseProducing(self):
-        # Twisted calls this at every write while its buffer is full: the
-        # count starts at the first call only.
-        self.transport.pauseProducing()  # stop reading requests
-        if self.backlog is None:
-            self.backlog = 0
-
-    def resumeProducing(self):
-        self.backlog = self.over_soft_since = None
-        self.transport.resumeProducing()
-        self._count_memory()
-        if self.held_back:
-            self._schedule_go_on()
-
-    def stopProducing(self):
-        pass  # the connection is gone: connectionLost cleans up
 
     def connectionLost(self, reason=None):
         self.closing = True
@@ -356,59 +327,6 @@ class RespProtocol(BatchOutput, Protocol):
 
     # -- output ----------------------------------------------------------
 
-    def _write(self, data):
-        """Keep ``data`` for :meth:`flush`, which the runtime calls when the
-        batch is done (:mod:`disque.node.output`)."""
-        runtime = self.runtime
-        runtime.ctx.stats.net_out += len(data)
-        self.client.atime = runtime.now_ms() // 1000  # a reply is activity too (timeout, CLIENT LIST idle=)
-        self.keep(data)
-
-    def flush(self):
-        """Send what this batch wrote, in one write."""
-        data = self.take_output()
-        if data is None:
-            return
-        write_now(self.transport, data)
-        if self.backlog is not None:
-            self.backlog += len(data)
-            self._check_output_limits()
-        elif self.held_back:  # written, and the transport has room
-            self._schedule_go_on()
-
-    def _schedule_go_on(self):
-        if self._go_on_call is None and not self.closing:
-            self._go_on_call = self.runtime.reactor.callLater(0, self._go_on)
-
-    def _go_on(self):
-        """Run the requests a batch held back (BATCH_OUTPUT), as a batch of
-        their own, unless the transport filled up again meanwhile."""
-        self._go_on_call = None
-        if self.closing or not self.held_back or self.backlog is not None:
-            return
-        self.held_back = False
-        runtime = self.runtime
-        runtime.set_time()
-        self.resume()
-        runtime.after_batch()
-
-    def _check_output_limits(self):
-        hard, soft, seconds = self.runtime.output_limits
-        now = self.runtime.now_ms()
-        if soft and self.backlog > soft:
-            if self.over_soft_since is None:
-                self.over_soft_since = now
-        else:
-            self.over_soft_since = None
-        over_soft = self.over_soft_since is not None and now - self.over_soft_since > seconds * 1000
-        if (hard and self.backlog > hard) or over_soft:
-            self._output_limit_reached(self.backlog)
-
-    def _output_limit_reached(self, waiting):
-        log.warn("Client {addr} closed for overcoming of output buffer limits ({n} bytes waiting)",
-                 addr=self.client.addr.decode(), n=waiting)
-        self.abort()
-
     def memory(self) -> int:
         """What this connection holds, for ``maxmemory-clients``
         (:mod:`disque.node.client_memory`): its requests not run yet (what
@@ -417,42 +335,6 @@ class RespProtocol(BatchOutput, Protocol):
         acknowledge, and the output written while its transport is full
         (what ``client-output-buffer-limit`` bounds)."""
         return self.parser.held() + self.queued + self.slotted + self.held_bytes() + (self.backlog or 0)
-
-    def _count_memory(self):
-        runtime = self.runtime
-        if runtime.counting_clients:
-            runtime.client_memory.report(self)
-
-    def _emit(self, out):
-        """Write ``out`` (one batch of replies), or queue it behind a reply
-        slot still waiting to be filled."""
-        if self.slots is None:
-            self._write(b"".join(out))
-        else:
-            self.slots.extend(out)
-            self.slotted += sum(len(item) for item in out if type(item) is bytes)
-            self.slot_filled()
-
-    def slot_filled(self):
-        """Write every reply now ready at the head of the slot queue."""
-        slots = self.slots
-        if slots is None or self.closing:
-            return
-        ready = []
-        while slots:
-            item = slots[0]
-            if type(item) is ReplySlot:
-                if item.payload is None:
-                    break
-                item = item.payload
-            else:
-                self.slotted -= len(item)
-            ready.append(item)
-            slots.popleft()
-        if not slots:
-            self.slots = None
-        if ready:
-            self._write(b"".join(ready))
 
     def deliver(self, payload):
         """Write a reply produced outside this connection's request flow:
