@@ -12,7 +12,8 @@ import pytest
 
 from disque.core import effects, messages
 from disque.core.errors import CommandError
-from disque.core.membership import MAX_CLAIMS, parse_nodes_file
+from disque.core.handshake import MAX_CLAIMS
+from disque.core.node_file_format import parse_nodes_file
 from disque.testing import HOST, SimCluster, SimLink
 
 FAKE = b"f" * 40  # the ID a stranger makes up

@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from disque.core import effects
 from disque.core import messages
-from disque.core.membership import parse_nodes_file
+from disque.core.node_file_format import parse_nodes_file
 from disque.testing import HOST, SimCluster
 
 

@@ -50,11 +50,12 @@ import random as _random
 from . import messages
 from .acks import Acks
 from .addjob import AddJob, Replication
+from .cluster_node import new_node_id
 from .federation import Federation
 from .getjob import Blocked, GetJob
 from .jobs import Jobs
 from .latency import Latency
-from .membership import ClusterView, new_node_id
+from .membership import ClusterView
 from .memory import Memory
 from .queues import Queues
 from .requeue import Requeue

@@ -8,7 +8,7 @@ most once a tick), logged once until it works again, and shown by INFO
 (``nodes_file_status``).
 """
 
-from ..core.membership import parse_nodes_file
+from ..core.node_file_format import parse_nodes_file
 from ..persistence import files
 from ..persistence.files import atomic_write
 from .logs import logger
