@@ -15,7 +15,7 @@ from disque.config import Config
 from disque.core.job import ACTIVE, QUEUED, serialize
 from disque.core.node import NodeState
 from disque.interfaces import IPersistence, IPersistenceFactory
-from disque.persistence import aof, load, records
+from disque.persistence import aof, load, records, scan
 from disque.plugins import find_strategy, make_strategy
 from disque.tools import check_aof
 from support import Client  # (its RESP encoder writes records as files before checksums had them)
@@ -262,10 +262,10 @@ def test_records_carry_a_crc32_of_their_name_and_argument(tmp_path):
     # the end offsets read back are exact, as the sizes of the encodings
     one = records.record_bytes((b"LOADJOB", job))
     (tmp_path / AOF).write_bytes(one + records.record_bytes((b"DELJOB", job.id)))
-    assert [(k, e) for k, _, e in records.scan_records(str(tmp_path / AOF))] == [
+    assert [(k, e) for k, _, e in scan.scan_records(str(tmp_path / AOF))] == [
         (b"LOADJOB", len(one)), (b"DELJOB", len(one) + 77), (None, len(one) + 77)]
     # read_records: the commands without their checksums
-    assert list(records.read_records(str(tmp_path / AOF))) == [
+    assert list(scan.read_records(str(tmp_path / AOF))) == [
         ([b"LOADJOB", data], len(one)), ([b"DELJOB", job.id], len(one) + 77), (None, len(one) + 77)]
     with pytest.raises(ValueError):
         records.record_bytes((b"OTHER", b""))

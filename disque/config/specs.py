@@ -147,7 +147,7 @@ SPECS = (
     Spec("dedup-window", "int", 600, True, original=False, lo=0, hi=30 * 86400),
     Spec("max-deliveries", "int", 0, True, original=False, lo=0, hi=(1 << 32) - 1),
     Spec("output-flush", "enum", "read", True, original=False, choices=("read", "turn")),
-    # What a load does with damaged AOF records (disque.persistence.records):
+    # What a load does with damaged AOF records (disque.persistence.scan):
     # refuse to start, or start without them (their jobs come back from the
     # nodes holding copies).
     Spec("aof-load-damaged", "enum", "refuse", True, original=False, choices=("refuse", "skip")),

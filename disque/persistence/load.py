@@ -8,7 +8,8 @@ import os
 import time
 
 from ..node.logs import logger
-from .records import DAMAGE, DELJOB, LOADJOB, AOFError, scan_records
+from .records import DAMAGE, DELJOB, LOADJOB, AOFError
+from .scan import scan_records
 
 log = logger("disque.aof")
 
@@ -42,7 +43,7 @@ class Load:
     records applied (exact: records are written canonically), damaged
     bytes skipped included.
 
-    Damage (see :mod:`disque.persistence.records`) is handled by
+    Damage (see :mod:`disque.persistence.scan`) is handled by
     ``aof-load-damaged``: ``refuse`` (the default) stops the load at the
     first damage with its AOFError; ``skip`` logs each damaged record (its
     offset and job ID: the first ``DAMAGE_LOG_MAX``), counts it in

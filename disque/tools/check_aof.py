@@ -30,7 +30,8 @@ import shutil
 import sys
 
 from ..persistence.files import OS, atomic_write
-from ..persistence.records import DAMAGE, AOFError, scan_records
+from ..persistence.records import DAMAGE, AOFError
+from ..persistence.scan import scan_records
 
 COPY_CHUNK = 1 << 20
 
