@@ -34,11 +34,11 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.dirname(HERE))  # the root: tests.support
 sys.path.insert(0, HERE)
 
 from run import cpu_seconds, redis_benchmark, start_redis  # noqa: E402
-from support import NodeProcess  # noqa: E402
+from tests.support.process import NodeProcess  # noqa: E402
 
 BODY = b"x" * 100
 
@@ -56,13 +56,13 @@ def measure(fn, n, server_pid):
     return (n / elapsed, (cpu_seconds(server_pid) - server0) / n * 1e6, (own_cpu() - client0) / n * 1e6)
 
 
-# -- the patterns, on the reactor thread of tests/txsupport.py -------------------------
+# -- the patterns, on the reactor thread of tests/support/tx.py -------------------------
 
 def tx_loops(make_call, n, loops):
     """``loops`` concurrent loops, ``n`` calls in all, each awaited."""
     from twisted.internet import defer
 
-    from txsupport import run
+    from tests.support.tx import run
 
     @defer.inlineCallbacks
     def loop(count):
@@ -89,7 +89,7 @@ def main():
     from disque.client import BlockingClient, DisqueClient
     from disque.client.connection import Connection
     from disque.worker import Worker
-    from txsupport import reactor, run
+    from tests.support.tx import reactor, run
 
     redis_proc, redis_port = start_redis()
     if redis_proc is None:

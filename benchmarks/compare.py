@@ -25,11 +25,11 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.dirname(HERE))  # the root: tests.support
 sys.path.insert(0, HERE)
 
 from run import cpu_seconds, measured  # noqa: E402
-from support import NodeProcess, start_cluster  # noqa: E402
+from tests.support.process import NodeProcess, start_cluster  # noqa: E402
 
 COMMANDS = (("PING",), ("ADDJOB", "q", "x" * 100, "0"))
 

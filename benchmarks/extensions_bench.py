@@ -58,11 +58,11 @@ from types import SimpleNamespace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, ROOT)  # tests.support
 sys.path.insert(0, HERE)
 
 from run import cpu_seconds, info_field, measured, start_redis  # noqa: E402
-from support import Client, NodeProcess  # noqa: E402
+from tests.support.process import Client, NodeProcess  # noqa: E402
 
 BODY = b"x" * 100
 ALL_OPTIONS = ("BACKOFF", "EXP", "100", "10000", "MAXDELIVERIES", "5")

@@ -26,11 +26,11 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.dirname(HERE))  # the root: tests.support
 sys.path.insert(0, HERE)
 
 from run import cpu_seconds, idle_cpu, start_redis  # noqa: E402
-from support import Client, NodeProcess, free_port  # noqa: E402
+from tests.support.process import Client, NodeProcess, free_port  # noqa: E402
 
 
 def spread(port, queues, jobs, command):

@@ -44,9 +44,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, ROOT)  # tests.support
 
-from support import Client, NodeProcess, free_port, start_cluster  # noqa: E402
+from tests.support.process import Client, NodeProcess, free_port, start_cluster  # noqa: E402
 
 
 def redis_benchmark(port, clients, requests, *command, pipeline=1, keyspace=0):

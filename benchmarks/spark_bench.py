@@ -37,11 +37,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, ROOT)  # tests.support
 
 from run import cpu_seconds, start_redis  # noqa: E402
-from spark_support import jscan_all, make_session, nodes_option, total_qlen  # noqa: E402
-from support import Client, start_cluster  # noqa: E402
+from tests.support.spark import jscan_all, make_session, nodes_option, total_qlen  # noqa: E402
+from tests.support.process import Client, start_cluster  # noqa: E402
 
 
 def plain_loop(port, bodies, command, window=500):

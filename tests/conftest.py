@@ -1,8 +1,24 @@
+"""The tiers, the fixtures every tier shares, and the node logs of a failed
+test.
+
+A test module's tier is the folder it is in, and its marker: ``unit`` (the
+pure core and codecs), ``sim`` (cores wired in memory by SimCluster),
+``protocol`` (the Twisted adapters in memory), ``process`` (real node,
+redis-cli or Spark processes).  ``slow`` marks the longest process tests on
+top.  A test module outside the four folders is a collection error.  The
+fast tiers alone: ``pytest tests/unit tests/sim tests/protocol`` (or
+``-m "not process"``).  Helpers live in ``tests/support/``; no test module
+imports another.
+"""
+
+import ast
 import platform
 
 import pytest
 
-from support import NodeProcess
+from tests.support import process
+
+TIERS = ("unit", "sim", "protocol", "process")
 
 # Test modules that cannot run on a runtime, with the reason.  They are
 # reported as skipped, never silently left out.
@@ -20,117 +36,71 @@ class _SkippedModule(pytest.Module):
         pytest.skip(NOT_ON_THIS_RUNTIME[self.path.stem])
 
 
+def tier_of(path):
+    """The tier of a test module (a path), from its folder, or None."""
+    parent = path.parent
+    if parent.parent.name == "tests" and parent.name in TIERS:
+        return parent.name
+    return None
+
+
+def imported_test_modules(path):
+    """The test modules (``test_*``, or anything under a tier folder) that
+    the module at ``path`` imports."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + ["%s.%s" % (node.module, alias.name) for alias in node.names]
+        else:
+            continue
+        found += [name for name in names if name.split(".")[-1].startswith("test_")
+                  or any(name.startswith("tests.%s" % tier) for tier in TIERS)]
+    return found
+
+
 def pytest_pycollect_makemodule(module_path, parent):
+    if tier_of(module_path) is None:
+        raise pytest.UsageError("%s is in no tier: test modules live in tests/{%s}/"
+                                % (module_path, ",".join(TIERS)))
+    imported = imported_test_modules(module_path)
+    if imported:
+        raise pytest.UsageError("%s imports the test module(s) %s: shared helpers go in tests/support/"
+                                % (module_path, ", ".join(imported)))
     if module_path.stem in NOT_ON_THIS_RUNTIME:
         return _SkippedModule.from_parent(parent, path=module_path)
     return None
 
 
-@pytest.fixture
-def node(tmp_path):
-    """A fresh real node process (twistd -n disque) on a free port."""
-    n = NodeProcess(tmp_path / "node").start()
-    yield n
-    n.stop()
+# --- parallel runs (pytest-xdist, -n N with --dist loadgroup) --------------------
+# Unit, sim and protocol tests are spread one by one.  A process-tier module
+# runs whole on one worker (its module fixtures, a cluster, are built once),
+# unless it names its group itself (xdist_group): the Spark modules share
+# one group (one JVM, the session-scoped SparkSession).  Ports come from
+# each worker's block (tests/support/ports.py); namespaces and iptables
+# chains are named by process.
 
-
-@pytest.fixture
-def client(node):
-    c = node.client()
-    yield c
-    c.close()
-
-
-# --- Spark connector (tests/test_spark_*.py) --------------------------------
-
-@pytest.fixture(scope="session")
-def spark_session():
-    """ONE local[2,4] SparkSession for every Spark test, ``disque`` registered."""
-    from spark_support import make_session
-
-    session = make_session()
-    yield session
-    session.stop()
-
-
-@pytest.fixture
-def spark(spark_session):
-    """The shared session, made the JVM's active session again for this
-    test.  Spark finds Python data sources through the active session of
-    the JVM thread serving the calling Python thread, and Py4J may serve
-    the main thread from a new JVM thread (which has none) after other
-    Python threads came and went (seen after the killed-driver tests, whose
-    scenarios run in threads): then format("disque") is DATA_SOURCE_NOT_FOUND."""
-    spark_session._jvm.SparkSession.setActiveSession(spark_session._jsparkSession)
-    return spark_session
-
-
-@pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory):
-    """Three real nodes in a full mesh, shared by one test module (tests use
-    their own queue names)."""
-    from support import start_cluster
-
-    nodes = start_cluster(tmp_path_factory.mktemp("spark-cluster"), 3)
-    yield nodes
-    for n in nodes:
-        n.stop()
-
-
-@pytest.fixture
-def trio(tmp_path):
-    """Three fresh real nodes in a full mesh, killed after the test."""
-    from support import start_cluster
-
-    nodes = start_cluster(tmp_path, 3)
-    yield nodes
-    for n in nodes:
-        n.kill()
-
-
-@pytest.fixture
-def pair(tmp_path):
-    """Two fresh real nodes in a full mesh, killed after the test."""
-    from support import start_cluster
-
-    nodes = start_cluster(tmp_path, 2)
-    yield nodes
-    for n in nodes:
-        n.kill()
-
-
-# --- tiers -------------------------------------------------------------------
-# Every test module belongs to one tier, a marker: `unit` (the pure core and
-# codecs), `sim` (cores wired in memory by SimCluster), `protocol` (the
-# Twisted adapters in memory), `process` (real node, redis-cli or Spark
-# processes).  `slow` marks the longest process tests on top.  The fast tiers
-# alone: pytest -m "not process".
-TIERS = {
-    "unit": ("test_core", "test_core_properties", "test_core_purity", "test_config", "test_aof_unit",
-             "test_bus_wire", "test_resp_codec", "test_heap", "test_golden_transcripts", "test_golden_engine",
-             "test_py39", "test_bus_auth", "test_fuzz_parsers", "test_faultcheck", "test_client_units",
-             "test_latency", "test_acl", "test_resp_command", "test_atomic_write"),
-    "sim": ("test_cluster_jobs", "test_cluster_membership", "test_federation", "test_extensions_cluster",
-            "test_bus_strangers"),
-    "protocol": ("test_protocol", "test_bus_protocol", "test_dedup", "test_service", "test_iosim_cluster",
-                 "test_endpoints", "test_strategies", "test_directives", "test_logs", "test_output",
-                 "test_reactor", "test_bus_password", "test_tls", "test_fuzz_findings", "test_worker",
-                 "test_client_failover", "test_http_api", "test_priorities", "test_dashboard", "test_loading", "test_aof_errors",
-                 "test_extensions", "test_crash_states", "test_client_memory", "test_access", "test_acl_node",
-                 "test_http_access", "test_node_interfaces", "test_front_door"),
-    "process": ("test_e2e_aof", "test_e2e_access", "test_e2e_storage", "test_e2e_load_backlog", "test_e2e_logs", "test_e2e_cluster", "test_e2e_dedup", "test_e2e_faults",
-                "test_faults_suite", "test_e2e_federation", "test_e2e_node", "test_e2e_password", "test_e2e_bus_closed", "test_e2e_listen",
-                "test_e2e_tls", "test_e2e_acl", "test_e2e_http_access", "test_e2e_limits", "test_golden", "test_install", "test_memory",
-                "test_spark_options", "test_fuzz_live", "test_e2e_client", "test_e2e_worker", "test_e2e_http",
-                "test_e2e_dashboard", "test_e2e_mixed_versions", "test_e2e_extensions", "test_spark_read", "test_spark_recovery", "test_spark_units", "test_spark_write"),
-}
-_TIER_OF = {module: tier for tier, modules in TIERS.items() for module in modules}
-
-
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        module = item.module.__name__
-        tier = _TIER_OF.get(module)
-        if tier is None:
-            raise pytest.UsageError("%s has no tier: add it to TIERS in tests/conftest.py" % module)
+        tier = tier_of(item.path)
         item.add_marker(getattr(pytest.mark, tier))
+        if tier == "process" and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+# --- the node logs of a failed test ----------------------------------------------
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    process.STARTED.clear()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for node in process.nodes_to_show():
+            report.sections.append(("node log %s:%d (%s)" % (node.host, node.port, node.logpath), node.log_tail()))

@@ -60,7 +60,7 @@ from .txconn import Conn, Node, dial, new_factory, response_error
 
 MAX_IDLE_BLOCKING = 8  # idle GETJOB connections kept per node
 
-_Conn, _Node = Conn, Node  # (the names tests/test_client_failover.py imports)
+_Conn, _Node = Conn, Node  # (the names tests/protocol/test_client_failover.py imports)
 
 
 class DisqueClient(ClusterClient):

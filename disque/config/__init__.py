@@ -15,7 +15,7 @@ original's, is the only value accepted in the file or on the command line,
 CONFIG SET refuses it, and CONFIG GET still lists that value where the
 original lists the directive (clients and the golden replies see the
 original's shape, and the value shown is the one in effect).  docs/config.md
-lists every directive and what it does; tests/test_directives.py proves each
+lists every directive and what it does; tests/protocol/test_directives.py proves each
 one has an effect.
 """
 

@@ -211,7 +211,7 @@ SPECS = (
 SPECS_BY_NAME = {s.name: s for s in SPECS}
 #: Directives whose values are secrets: MONITOR, the slow log and the audit
 #: lines never show them (disque.commands.redact).  Every directive whose
-#: name says "pass" must be here (tests/test_access.py checks).
+#: name says "pass" must be here (tests/protocol/test_access.py checks).
 SECRETS = frozenset(("requirepass", "cluster-password"))
 
 

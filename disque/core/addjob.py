@@ -176,7 +176,7 @@ class AddJob:
         else:
             # Queues.enqueue() + Jobs.update_awake() for a brand-new job,
             # inlined: this is the hottest path of the node (every ADDJOB on
-            # a single node).  tests/test_core.py checks they agree.
+            # a single node).  tests/unit/test_core.py checks they agree.
             job.state = QUEUED
             if retry:
                 job.flags = F_BCAST_QUEUED | F_BCAST_WILLQUEUE

@@ -43,7 +43,7 @@ from .dispatch import request_client
 
 #: Only this origin's scripts, styles, images and requests; no inline
 #: script or style, no ``eval``, no framing (the dashboard needs nothing
-#: more; tests/test_e2e_dashboard.py runs it under this policy).
+#: more; tests/process/test_e2e_dashboard.py runs it under this policy).
 CSP = (b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        b"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 

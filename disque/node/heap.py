@@ -8,7 +8,7 @@ quarter: a latency spike for every client and a heartbeat gap on the bus.
 
 Jobs never form reference cycles (a job refers to bytes, ints and a tuple of
 node IDs), and neither do the node's other long-lived objects once their
-owner lets go (``tests/test_heap.py`` checks that the node leaves no cyclic
+owner lets go (``tests/unit/test_heap.py`` checks that the node leaves no cyclic
 garbage behind; Twisted breaks its own transport/protocol cycle on close).
 Reference counting frees them; the cycle collector only has to look at
 what is new.  So every ``interval`` seconds this service collects every

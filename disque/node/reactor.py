@@ -22,7 +22,7 @@ the loop goes on to the next event, as ``callWithLogger`` did.
 subclass with no state of its own) before the node starts
 (:func:`lighten`).  A program embedding the node on its own reactor keeps
 that reactor as it is, unless it calls :func:`lighten` itself.
-``tests/test_reactor.py`` pins ``doPoll`` here to Twisted's: it fails when
+``tests/protocol/test_reactor.py`` pins ``doPoll`` here to Twisted's: it fails when
 Twisted's changes, so the copy is reviewed again.
 """
 

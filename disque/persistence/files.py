@@ -6,7 +6,7 @@ and rename, goes through a :class:`FileSystem`; every file replaced whole
 repairs) goes through :func:`atomic_write`.  The node uses :data:`OS`;
 tests substitute a subclass that fails chosen calls (a full disk, an I/O
 error) or records them to replay the crash states a kernel allows
-(``tests/crash_states.py``).
+(``tests/support/crash_states.py``).
 
 Invariants the callers rely on:
 

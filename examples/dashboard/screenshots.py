@@ -3,7 +3,7 @@
     python examples/dashboard/screenshots.py [--warmup 210] [--out docs/img]
 
 Starts the demo (demo.py) on free ports and opens its first node's page
-in Debian's headless Chromium (through tests/webdriver.py), lets it run
+in Debian's headless Chromium (through tests/support/webdriver.py), lets it run
 ``warmup`` seconds so the charts have history, then takes the pictures:
 the whole page at 1280 px (dashboard.png), a phone's screen at 390 x 844
 (dashboard-phone.png), and the view of one queue (dashboard-queue.png).
@@ -19,9 +19,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [HERE, os.path.join(ROOT, "tests")]
+sys.path[:0] = [HERE, ROOT]
 
-import webdriver  # noqa: E402  (tests/webdriver.py)
+from tests.support import webdriver  # noqa: E402
 from demo import NODES, Demo, port_free  # noqa: E402
 
 
