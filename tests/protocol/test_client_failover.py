@@ -13,6 +13,7 @@ from twisted.internet.testing import StringTransport
 
 from disque.client import errors
 from disque.client.txclient import DisqueClient, _Conn, _Node
+from tests.support.deferreds import assertNoResult, failureResultOf, successResultOf
 
 
 def node_id(letter):
@@ -123,43 +124,33 @@ def cluster(*specs):
     return out
 
 
-def result(d):
-    """The value of a Deferred that has fired (its error raised)."""
-    out = []
-    d.addBoth(out.append)
-    assert out, "the Deferred has not fired"
-    if hasattr(out[0], "raiseException"):
-        out[0].raiseException()
-    return out[0]
-
-
 def test_connects_to_a_seed_learns_the_cluster_and_stays():
     c = cluster(("a", 1), ("b", 1), ("c", 100))
     client = FakeClient(c, ["127.0.0.3:7711"])  # the leaving node is the only seed
-    assert result(client.qlen("q")) == 0
+    assert successResultOf(client.qlen("q")) == 0
     assert client.node_id == node_id("c")  # the seed answered: the client stays while it works
     assert sorted(client.topology.nodes) == [node_id(x) for x in "abc"]
     c["c"].up = False  # its node dies: the next node is a healthy one, never the leaving one
     for conn in c["c"].conns:
         conn.disconnect()
-    assert result(client.qlen("q")) == 0 and client.node_id in (node_id("a"), node_id("b"))
+    assert successResultOf(client.qlen("q")) == 0 and client.node_id in (node_id("a"), node_id("b"))
 
 
 def test_failover_backoff_and_no_node_available():
     c = cluster(("a", 1), ("b", 1))
     client = FakeClient(c, ["127.0.0.1:7711"], failover_timeout=3.0)
-    result(client.connect())
+    successResultOf(client.connect())
     first = client.node_id
     for n in c.values():
         n.up = False
         for conn in n.conns:
             conn.disconnect()
     d = client.add_job("q", "x")
-    assert not d.called  # both nodes backing off: the call waits
+    assertNoResult(d)  # both nodes backing off: the call waits
     for n in c.values():
         n.up = True  # back before failover_timeout: the call runs
     client.reactor.advance(0.2)
-    assert d.called and result(d).startswith("D-") and client.node_id is not None
+    assert d.called and successResultOf(d).startswith("D-") and client.node_id is not None
     # Now down for good: NoNodeAvailable after failover_timeout, not before.
     for n in c.values():
         n.up = False
@@ -168,10 +159,10 @@ def test_failover_backoff_and_no_node_available():
     d = client.qlen("q")
     for _ in range(29):
         client.reactor.advance(0.1)
-    assert not d.called
+    assertNoResult(d)
     client.reactor.advance(0.2)
     with pytest.raises(errors.NoNodeAvailable, match="127.0.0.1:7711.*127.0.0.2:7711"):
-        result(d)
+        failureResultOf(d, errors.NoNodeAvailable).raiseException()
     assert first in (node_id("a"), node_id("b"))
 
 
@@ -185,17 +176,17 @@ def test_backoff_doubles_for_a_node_that_keeps_failing():
     assert 5 <= client.connects <= 8  # a fixed 0.1 s backoff would make 60
     c["a"].up = True
     client.reactor.advance(6)
-    assert result(d) == 0
+    assert successResultOf(d) == 0
     assert ("127.0.0.1", 7711) not in client.topology._failures  # a success clears the backoff
 
 
 def test_leaving_moves_the_call_and_ranks_the_node():
     c = cluster(("a", 1), ("b", 1))
     client = FakeClient(c, ["127.0.0.1:7711"])
-    result(client.connect())
+    successResultOf(client.connect())
     assert client.node_id == node_id("a")
     c["a"].leaving = True
-    jobs = result(client.get_jobs("q", timeout=100))
+    jobs = successResultOf(client.get_jobs("q", timeout=100))
     assert client.node_id == node_id("b") and jobs[0].node == node_id("b")
     assert client.topology.priority(node_id("a")) == 100
 
@@ -203,31 +194,31 @@ def test_leaving_moves_the_call_and_ranks_the_node():
 def test_watchdog_leaves_a_node_that_stops_answering():
     c = cluster(("a", 1), ("b", 1))
     client = FakeClient(c, ["127.0.0.1:7711"], reply_timeout=2.0)
-    result(client.connect())
+    successResultOf(client.connect())
     c["a"].hold = True  # SIGSTOPped: accepts, never answers
     d = client.qlen("q")  # the fast path: no timer of its own
     client.reactor.advance(2.0)
-    assert not d.called
+    assertNoResult(d)
     client.reactor.advance(0.6)  # the next sweep past reply_timeout closes the connection
-    assert result(d) == 0 and client.node_id == node_id("b")
+    assert successResultOf(d) == 0 and client.node_id == node_id("b")
 
 
 def test_a_retired_node_keeps_its_connection_until_its_replies_are_in():
     c = cluster(("a", 1), ("b", 1))
     client = FakeClient(c, ["127.0.0.1:7711"], switch_window=4)
-    result(client.connect())
+    successResultOf(client.connect())
     c["a"].hold = True
     pending = client.add_job("q", "x")  # sent to A, no reply yet
     c["a"].hold = False
     c["a"].jobs_from = "b"  # every job A delivers was created on B
     for _ in range(4):
-        result(client.get_jobs("q", timeout=100))
+        successResultOf(client.get_jobs("q", timeout=100))
     assert client.switches == 1 and client._current is None  # A retired; B is the target
     factory = c["a"].conns[0]
     assert factory.size == 1  # A still owes a reply: its connection stays open
     factory.pending[0].callback(b"D-aaaaaaaa-aaaaaaaaaaaaaaaaaaaaaaaa-0001")
-    assert result(pending).startswith("D-aaaaaaaa") and factory.size == 0  # then it closes
-    assert result(client.qlen("q")) == 0 and client.node_id == node_id("b")
+    assert successResultOf(pending).startswith("D-aaaaaaaa") and factory.size == 0  # then it closes
+    assert successResultOf(client.qlen("q")) == 0 and client.node_id == node_id("b")
 
 
 def test_auth_error_is_not_retried():
@@ -235,25 +226,25 @@ def test_auth_error_is_not_retried():
     c["a"].auth_fails = c["b"].auth_fails = True
     client = FakeClient(c, ["127.0.0.1:7711", "127.0.0.2:7711"])
     with pytest.raises(errors.AuthError):
-        result(client.qlen("q"))
+        failureResultOf(client.qlen("q"), errors.AuthError).raiseException()
     assert len(c["a"].conns) + len(c["b"].conns) == 0
 
 
 def test_every_connection_logs_in_with_the_username_failover_too():
     c = cluster(("a", 1), ("b", 1))
     client = FakeClient(c, ["127.0.0.1:7711"], username="alice", password="alicepw")
-    assert result(client.qlen("q")) == 0 and client.node_id == node_id("a")
-    result(client.get_jobs("q", timeout=100))  # a blocking call: a connection of its own
+    assert successResultOf(client.qlen("q")) == 0 and client.node_id == node_id("a")
+    successResultOf(client.get_jobs("q", timeout=100))  # a blocking call: a connection of its own
     c["a"].up = False
     for conn in c["a"].conns:
         conn.disconnect()
-    assert result(client.qlen("q")) == 0 and client.node_id == node_id("b")
+    assert successResultOf(client.qlen("q")) == 0 and client.node_id == node_id("b")
     assert c["a"].logins == [("alice", "alicepw")] * 2 and c["b"].logins == [("alice", "alicepw")]
     # Without a username: the default user's AUTH <password>, or no AUTH.
     for kwargs, login in (({"password": "pw"}, (None, "pw")), ({}, (None, None)),
                           ({"username": "nopassuser"}, ("nopassuser", ""))):
         c = cluster(("a", 1))
-        assert result(FakeClient(c, ["127.0.0.1:7711"], **kwargs).qlen("q")) == 0
+        assert successResultOf(FakeClient(c, ["127.0.0.1:7711"], **kwargs).qlen("q")) == 0
         assert c["a"].logins == [login]
 
 
@@ -275,7 +266,7 @@ def test_a_refused_pair_is_an_auth_error_not_retried():
     c["a"].auth_fails = c["b"].auth_fails = True
     client = FakeClient(c, ["127.0.0.1:7711", "127.0.0.2:7711"], username="alice", password="nope")
     with pytest.raises(errors.AuthError):
-        result(client.qlen("q"))
+        failureResultOf(client.qlen("q"), errors.AuthError).raiseException()
     assert len(c["a"].logins) + len(c["b"].logins) == 1
 
 
@@ -283,9 +274,9 @@ def test_noperm_is_raised_at_once_never_failed_over():
     c = cluster(("a", 1), ("b", 1))
     c["a"].noperm = c["b"].noperm = ("ACKJOB",)
     client = FakeClient(c, ["127.0.0.1:7711"], username="alice", password="alicepw")
-    assert result(client.qlen("q")) == 0
+    assert successResultOf(client.qlen("q")) == 0
     with pytest.raises(errors.NoPermission, match="no permissions to run the 'ackjob' command"):
-        result(client.ack("D-bbbbbbbb-aaaaaaaaaaaaaaaaaaaaaaaa-0001"))
+        failureResultOf(client.ack("D-bbbbbbbb-aaaaaaaaaaaaaaaaaaaaaaaa-0001"), errors.NoPermission).raiseException()
     assert client.node_id == node_id("a") and c["b"].calls == []  # the client stays where it was
     # HELLO refused: the user cannot use the cluster; raised, not retried
     # on every node until failover_timeout.
@@ -293,19 +284,19 @@ def test_noperm_is_raised_at_once_never_failed_over():
     c["a"].noperm = c["b"].noperm = ("HELLO",)
     client = FakeClient(c, ["127.0.0.1:7711", "127.0.0.2:7711"], username="alice", password="alicepw")
     with pytest.raises(errors.NoPermission):
-        result(client.qlen("q"))
+        failureResultOf(client.qlen("q"), errors.NoPermission).raiseException()
     assert client.connects == 1
 
 
 def test_prefer_sends_job_commands_to_the_delivering_node():
     c = cluster(("a", 1), ("b", 1))
     client = FakeClient(c, ["127.0.0.1:7711"], switch_window=None)
-    result(client.connect())
-    [job] = result(client.get_jobs("q", timeout=100))
+    successResultOf(client.connect())
+    [job] = successResultOf(client.get_jobs("q", timeout=100))
     assert job.node == node_id("a")
     client._target = ("127.0.0.2", 7711)
     client._retire(client._current)
-    assert result(client.qlen("q")) == 0 and client.node_id == node_id("b")
+    assert successResultOf(client.qlen("q")) == 0 and client.node_id == node_id("b")
     # A retired node is not preferred: the ACK goes to the current node.
-    result(client.ack(job))
+    successResultOf(client.ack(job))
     assert ("ACKJOB", job.id) in c["b"].calls

@@ -14,6 +14,7 @@ from disque.core.node import NodeState
 from disque.interfaces import LoadError
 from disque.persistence import aof, load, records
 from disque.node.service import DisqueNodeService
+from tests.support.deferreds import failureResultOf
 from tests.support.memory import cmd, connect as protocol_connect
 
 T0 = 1_795_347_500.0
@@ -207,16 +208,15 @@ def test_a_file_found_bad_half_way_stops_the_node(tmp_path, one_clock_look_per_s
     cut = data.index(b"*3\r\n$7\r\nLOADJOB", len(data) // 2)
     path.write_bytes(data[:cut] + b"GARBAGE!\r\n" + data[cut:])
     service, reactor, _, stopped = make_service(tmp_path, n=0)
-    failures = []
-    service.when_loaded().addErrback(failures.append)
+    loaded = service.when_loaded()
     service.startService()
     try:
         conn = connect(service)
         for _ in range(20):
             reactor.advance(0)
         assert stopped == [True] and not service.loading
-        error = failures[0].value
-        assert isinstance(error, LoadError) and "offset %d" % cut in str(error) and "check_aof" in str(error)
+        error = failureResultOf(loaded, LoadError).value
+        assert "offset %d" % cut in str(error) and "check_aof" in str(error)
         assert ask(conn, "ADDJOB", "lq", "x", 0) == LOADING  # the half loaded state is never served
         assert path.read_bytes()[cut:cut + 8] == b"GARBAGE!"  # the file is left for the tool
     finally:

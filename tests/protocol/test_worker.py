@@ -10,6 +10,7 @@ from disque.client import errors
 from disque.client.job import Job
 from disque.worker.service import FETCH_RETRY_S, Worker
 from disque.worker.tap import Options, load_handler, makeService
+from tests.support.deferreds import assertNoResult
 
 
 class FakeClient:
@@ -211,11 +212,11 @@ def test_graceful_stop_waits_for_running_jobs_and_fetches_no_more():
     worker, client, clock = make(lambda j: running if j.body == b"body1" else None, concurrency=4)
     client.deliver(job(1))
     stopped = worker.stopService()
-    assert not stopped.called
+    assertNoResult(stopped)
     client.deliver(job(2))  # the GETJOB in flight at the stop: its job still runs
     assert ("ack", job(2).id) in client.calls
     n = len(client.fetches)
-    assert not stopped.called
+    assertNoResult(stopped)
     running.callback(None)
     assert stopped.called and len(client.fetches) == n  # no GETJOB after the stop
     assert client.calls[-1] == ("ack", job(1).id)
@@ -226,7 +227,7 @@ def test_stop_timeout_leaves_a_stuck_job_to_the_cluster():
     client.deliver(job(1))
     stopped = worker.stopService()  # the full worker has no GETJOB in flight
     clock.advance(4.9)
-    assert not stopped.called
+    assertNoResult(stopped)
     clock.advance(0.1)
     assert stopped.called and ("ack", job(1).id) not in client.calls
 
@@ -301,7 +302,7 @@ def test_stop_gives_up_a_getjob_stuck_in_failover():
     worker, client, clock = make(lambda j: None, fetch_timeout=1000)
     stopped = worker.stopService()  # the GETJOB in flight never answers: its node is gone
     clock.advance(1.99)
-    assert not stopped.called
+    assertNoResult(stopped)
     clock.advance(0.01)
     assert stopped.called and client.fetches[-1][1].called and len(client.fetches) == 1
 
