@@ -73,21 +73,54 @@ def pytest_pycollect_makemodule(module_path, parent):
     return None
 
 
-# --- parallel runs (pytest-xdist, -n N with --dist loadgroup) --------------------
-# Unit, sim and protocol tests are spread one by one.  A process-tier module
-# runs whole on one worker (its module fixtures, a cluster, are built once),
-# unless it names its group itself (xdist_group): the Spark modules share
-# one group (one JVM, the session-scoped SparkSession).  Ports come from
-# each worker's block (tests/support/ports.py); namespaces and iptables
-# chains are named by process.
+# --- parallel runs (pytest-xdist: -n N) ------------------------------------------
+# Unit, sim and protocol tests are handed to workers one by one.  A
+# process-tier module runs whole on one worker, in its order: its module
+# fixtures (a cluster, a PKI) are built once, and its tests never run beside
+# each other.  (The grouping is this scheduler's, not --dist loadgroup's:
+# pytest-xdist 3.8 groups by rewriting node IDs, which pytest 9.2 no longer
+# reads, so xdist_group marks are silently ignored there.)  Each worker
+# running Spark tests has its own SparkSession.  Ports come from each
+# worker's block (tests/support/ports.py); namespaces and iptables chains
+# are named by process.  The longest modules (measured with --durations)
+# are handed out first, so none starts last.
+LONGEST_FIRST = ("test_faults_suite", "test_spark_recovery", "test_e2e_client", "test_e2e_tls", "test_spark_options",
+                 "test_spark_read", "test_e2e_cluster", "test_e2e_http", "test_e2e_extensions", "test_e2e_aof",
+                 "test_spark_write", "test_e2e_dashboard", "test_e2e_worker")
+
+
+def scope_of(nodeid):
+    """The unit a worker is handed: a process-tier module whole, any other
+    test alone."""
+    path = nodeid.split("::", 1)[0]
+    return path if path.startswith("tests/process/") else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "load":  # -n alone; an explicit --dist is obeyed
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TierScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return scope_of(nodeid)
+
+    config.option.loadscopereorder = False  # the collection order below
+    return TierScheduling(config, log)
+
+
+def _order(item):
+    tier = tier_of(item.path)
+    stem = item.path.stem
+    return (TIERS.index(tier) != 3, LONGEST_FIRST.index(stem) if stem in LONGEST_FIRST else len(LONGEST_FIRST))
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        tier = tier_of(item.path)
-        item.add_marker(getattr(pytest.mark, tier))
-        if tier == "process" and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+        item.add_marker(getattr(pytest.mark, tier_of(item.path)))
+    items.sort(key=_order)  # stable: a module's tests keep their order
 
 
 # --- the node logs of a failed test ----------------------------------------------

@@ -9,9 +9,6 @@ import pytest
 
 from tests.support.process import NodeProcess, free_port, start_tenants
 
-# The Spark modules share one worker: one SparkSession (a JVM) per worker.
-pytestmark = pytest.mark.xdist_group("spark")
-
 
 @pytest.fixture(scope="module")
 def secret_node(tmp_path_factory):

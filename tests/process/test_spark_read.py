@@ -8,13 +8,9 @@ from datetime import datetime, timedelta, timezone
 from pyspark import TaskContext
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
-import pytest
 
 from tests.support.spark import add_jobs, jscan_all, nodes_option, queued_bodies, total_qlen
 from tests.support.process import call, show, wait_for
-
-# The Spark modules share one worker: one SparkSession (a JVM) per worker.
-pytestmark = pytest.mark.xdist_group("spark")
 
 
 def test_batch_read_returns_each_job_once_with_its_fields(spark, spark_cluster):

@@ -19,9 +19,6 @@ from tests.support.spark import (add_jobs, jscan_all, kill_driver, nodes_option,
                            stop_driver, total_qlen)
 from tests.support.process import wait_for
 
-# The Spark modules share one worker: one SparkSession (a JVM) per worker.
-pytestmark = pytest.mark.xdist_group("spark")
-
 READ_JOBS = 3000
 FILES, ROWS_PER_FILE = 6, 400
 

@@ -28,9 +28,6 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from tests.support.spark import add_jobs, qlen
 from tests.support.process import NodeProcess, call, free_port, show, wait_for
 
-# The Spark modules share one worker: one SparkSession (a JVM) per worker.
-pytestmark = pytest.mark.xdist_group("spark")
-
 
 # -- options ------------------------------------------------------------------
 

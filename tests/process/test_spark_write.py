@@ -5,13 +5,9 @@ duplicates (DEDUP keys), per-row queues and user keys."""
 from pyspark import TaskContext
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
-import pytest
 
 from tests.support.spark import nodes_option, queued_bodies, total_qlen
 from tests.support.process import Client, info
-
-# The Spark modules share one worker: one SparkSession (a JVM) per worker.
-pytestmark = pytest.mark.xdist_group("spark")
 
 ROWS = 100000
 FAIL_AT = 25000 + 20000  # in partition 1 (rows 25000..49999), after 2 Arrow batches
