@@ -9,6 +9,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.process import NodeProcess, call, free_port, info, start_cluster
 from tests.support.tx import reactor, run
 
+# A killed peer shows down after cluster-node-timeout (15 s by default).
+FAST = ("--cluster-node-timeout", "2000")
+
 
 def get(port, path="/metrics", **kw):
     def fetch():
@@ -59,10 +62,10 @@ def test_metrics_parse_and_match_info(tmp_path):
 
 
 def test_metrics_show_the_cluster(tmp_path):
-    nodes = start_cluster(tmp_path, 2, args=["--set", "http-port=0"])
+    nodes = start_cluster(tmp_path, 2, args=["--set", "http-port=0", *FAST])
     port = free_port()
     try:
-        extra = NodeProcess(tmp_path / "x", args=["--set", "http-port=%d" % port]).start()
+        extra = NodeProcess(tmp_path / "x", args=["--set", "http-port=%d" % port, *FAST]).start()
         assert call(extra, "CLUSTER", "MEET", "127.0.0.1", str(nodes[0].port)) == b"OK"
         import time
 
@@ -176,7 +179,7 @@ def test_histograms_and_counters_match_what_was_done(tmp_path):
 
 def test_the_api_on_a_three_node_cluster(tmp_path):
     http = [free_port() for _ in range(3)]
-    nodes = [NodeProcess(tmp_path / ("n%d" % i), args=["--set", "http-port=%d" % http[i], "--requirepass", "pw"])
+    nodes = [NodeProcess(tmp_path / ("n%d" % i), args=["--set", "http-port=%d" % http[i], "--requirepass", "pw", *FAST])
              for i in range(3)]
     try:
         for n in nodes:

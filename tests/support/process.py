@@ -94,14 +94,18 @@ class NodeProcess:
             self.wait_ready()
         return self
 
-    def wait_ready(self, timeout=15.0):
+    def wait_ready(self, timeout=30.0):
+        """Return once the node answers PING (or says it is up); bounded by
+        ``timeout``.  An answer may take a while on a loaded machine (parallel
+        workers): each try waits up to 2 s for it, and a port that is not
+        listening yet fails at once."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 out = self.proc.stdout.read().decode(errors="replace")
                 raise RuntimeError("node exited with %s:\n%s\n%s" % (self.proc.returncode, out, self.log()))
             try:
-                with socket.create_connection((self.host, self.port), timeout=0.2) as s:
+                with socket.create_connection((self.host, self.port), timeout=min(2.0, max(deadline - time.time(), 0.05))) as s:
                     s.sendall(b"PING\r\n")
                     # -NOAUTH: up, with requirepass set; -DENIED: up, in protected mode
                     # and we are not on loopback.  (-LOADING: up, loading a big AOF.)

@@ -32,8 +32,10 @@ class Conn:
     def _recv(self, timeout):
         if self.eof:
             return False
-        r, _, _ = select.select([self.sock], [], [], max(timeout, 0))
-        if not r:
+        # poll, not select: a descriptor past FD_SETSIZE (1024) is fine
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        if not poller.poll(max(timeout, 0) * 1000):
             return False
         try:
             chunk = self.sock.recv(65536)
