@@ -33,7 +33,9 @@ NOT_ON_THIS_RUNTIME = dict(dict.fromkeys(_SPARK, (
 
 class _SkippedModule(pytest.Module):
     def collect(self):
-        pytest.skip(NOT_ON_THIS_RUNTIME[self.path.stem])
+        # The module's name in the reason: pytest-xdist reports a collection
+        # skip once per distinct reason, and each module counts.
+        pytest.skip("%s: %s" % (self.path.name, NOT_ON_THIS_RUNTIME[self.path.stem]))
 
 
 def tier_of(path):
