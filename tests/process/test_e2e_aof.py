@@ -168,9 +168,15 @@ def test_seven_nodes_all_killed_and_restarted_lose_no_acknowledged_job(tmp_path)
         for n in nodes:
             n.wait_ready()
         wait_full_mesh(nodes, timeout=30)
+        my_ids = [call(n, "CLUSTER", "MYID") for n in nodes]
         for job_id in ids:
-            copies = sum(1 for n in nodes if show(n, job_id) is not None)
-            assert copies == 3, (job_id, copies)
+            records = {my_id: show(n, job_id) for my_id, n in zip(my_ids, nodes)}
+            holders = {my_id for my_id, record in records.items() if record is not None}
+            sent_to = {i for record in records.values() if record for i in record[b"nodes-delivered"]}
+            # Every acknowledged copy survived.  A replication slower than
+            # REPL_RETRY_MS (a loaded machine) sends the job to one more node
+            # each 50 ms, so there may be more: only on nodes it was sent to.
+            assert len(holders) >= 3 and holders <= sent_to, (job_id, len(holders), holders - sent_to)
         # And they are delivered again (requeued by their RETRY timers).
         seen = set()
 
