@@ -15,7 +15,7 @@ a newline in a value cannot forge a line) after :mod:`.redact`.
 """
 
 from ..node.logs import logger
-from .dispatcher import quoted
+from .shown import quoted
 from .redact import redacted
 
 log = logger("disque.audit")

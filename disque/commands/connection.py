@@ -1,14 +1,13 @@
 """Commands about the caller's connection and the other clients: PING,
 AUTH (the default user or a named one, through the ACL), CLIENT (LIST,
-KILL, names, PAUSE, REPLY modes) and MONITOR.  :func:`client_line` is
-CLIENT LIST's line, also used by the ACL log."""
+KILL, names, PAUSE, REPLY modes) and MONITOR."""
 
 import re
 
 from ..resp import reply
 from . import command
 from .audit import audit_command
-from .dispatcher import client_info
+from .shown import client_info, client_line
 from .contract import REPLY_OFF, REPLY_ON, REPLY_SKIP_NEXT
 from .args import parse_int_or_error, parse_ll
 from .jobs import SYNTAX
@@ -56,13 +55,6 @@ WRONGPASS = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n
 
 CLIENT_SYNTAX = b"-ERR Syntax error, try CLIENT (LIST | KILL ip:port | GETNAME | SETNAME connection-name)\r\n"
 _BAD_NAME = re.compile(rb"[^!-~]")
-
-
-def client_line(ctx, c, now_s) -> bytes:
-    flags = b"b" if ctx.node.getjob.is_blocked(c) else (b"O" if c.monitor else b"N")
-    return b"id=%d addr=%s fd=%d name=%s age=%d idle=%d flags=%s qbuf=%d qbuf-free=%d obl=0 oll=0 omem=0 events=r cmd=%s\n" % (
-        c.id, c.addr, c.id + 6, c.name, now_s - c.ctime, now_s - c.atime, flags, c.qbuf,
-        max(32768 - c.qbuf, 0), c.last_cmd)
 
 
 @command("client", -2, "readonly admin")

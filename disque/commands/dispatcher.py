@@ -24,6 +24,7 @@ import time
 from ..core.errors import CommandError
 from ..resp.reply import one_line
 from .redact import redacted
+from .shown import client_info, quoted
 
 
 def render_error(e: CommandError) -> bytes:
@@ -100,13 +101,6 @@ def refusal(ctx, client, cmd, argv):
     return reply
 
 
-def client_info(ctx, client) -> bytes:
-    """The client as CLIENT LIST shows it (for ACL LOG)."""
-    from .connection import client_line
-
-    return client_line(ctx, client, ctx.node.now // 1000).rstrip(b"\n")
-
-
 LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
 
 
@@ -179,26 +173,3 @@ def feed_monitors(ctx, client, argv, name) -> None:
     for m in list(ctx.monitors):
         if m is not client:
             m.conn.deliver(line)
-
-
-def quoted(argv) -> bytes:
-    """Arguments as MONITOR shows them: each quoted, escaped."""
-    return b" ".join(b'"' + _repr(a) + b'"' for a in argv)
-
-
-def _repr(arg: bytes) -> bytes:
-    out = []
-    for c in arg:
-        if c in (34, 92):
-            out.append(b"\\" + bytes((c,)))
-        elif c == 10:
-            out.append(b"\\n")
-        elif c == 13:
-            out.append(b"\\r")
-        elif c == 9:
-            out.append(b"\\t")
-        elif 32 <= c < 127:
-            out.append(bytes((c,)))
-        else:
-            out.append(b"\\x%02x" % c)
-    return b"".join(out)

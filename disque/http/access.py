@@ -37,7 +37,7 @@ import math
 from twisted.web import resource, server
 
 from ..access.acl import DEFAULT
-from ..commands.dispatcher import client_info
+from ..commands.shown import client_info
 from ..access.protection import DENIED, DENIED_REASON, refuses
 from .dispatch import request_client
 

@@ -151,14 +151,3 @@ def record_job_id(name, data):
     (damaged bytes may not)."""
     job_id = data[JOB_ID_OFFSET:JOB_ID_OFFSET + JOB_ID_LEN] if name == LOADJOB else data
     return job_id if is_valid(job_id) and job_id.isascii() else None
-
-
-def __getattr__(name):
-    """``scan_records`` and ``read_records`` stay importable from here, where
-    callers that read a file whole have always found them; they live in
-    :mod:`.scan`, which imports this module, hence the lazy look-up."""
-    if name in ("scan_records", "read_records"):
-        from . import scan
-
-        return getattr(scan, name)
-    raise AttributeError("module %r has no attribute %r" % (__name__, name))

@@ -13,7 +13,7 @@ import pytest
 from twisted.logger import formatEvent
 
 from disque.persistence.aof import AOFPersistence
-from disque.persistence.records import read_records
+from disque.persistence.scan import read_records
 from tests.support.storage_faults import FaultyFileSystem
 from tests.support.memory import captured_log, cmd
 
