@@ -165,11 +165,10 @@ def test_the_suite_reports_the_jobs_a_cluster_without_aof_loses(tmp_path):
 @pytest.mark.skipif(NO_DISKS is not None, reason="the disk-full nemeses need tmpfs mounts: %s" % NO_DISKS)
 @pytest.mark.parametrize("nemesis", ["disk-full-one", "disk-full-all"])
 def test_a_full_disk_is_refused_with_misconf_and_loses_nothing(tmp_path, nemesis):
-    """Seed 29: the disks fill 1.3-1.4 s in, for 2.7-3.4 s (longer, until
-    every victim has met the full disk, on a slow machine).  The clients of
-    a full node get -MISCONF (refusals, not losses); no tmpfs is left."""
+    """Seed 29: the disks fill 1.3-1.4 s in, for 2.7-3.4 s (longer on a slow
+    machine, until a client was refused).  The clients of a full node get
+    -MISCONF (refusals, not losses); no tmpfs is left."""
     report, phase, out = run_suite(tmp_path, nemesis, 29, nodes=5)
-    assert all(e["errored"] == e["nodes"] for e in phase["events"]), out
     assert phase["refused"] > 0 and any(k.endswith("MISCONF") for k in phase["errors"]), out
     assert all(e["filled_mb"] > 0 for e in phase["events"]), out
     with open("/proc/self/mounts") as f:

@@ -90,7 +90,7 @@ NEMESES = ("kill", "kill-aof", "stop", "partition", "kill-all") + STORAGE
 QUEUE = "faults"
 BUS_PORT_OFFSET = 10000
 ADDJOB_TIMEOUT_MS = 2000
-FULL_WAIT = 10.0  # s a full disk may be held past its hold, until every victim met it
+FULL_WAIT = 10.0  # s a full disk may be held past its hold, until a client was refused
 AOF_NAME = "disque.aof"  # appendfilename's default
 FAULTNODE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "faultnode.py")  # run as a script
 
@@ -574,45 +574,32 @@ class Nemesis:
     def _disk_full(self, victims, hold):
         """Fill the tmpfs of ``victims`` (leaving 0-2 pages: a write may go
         through in part first), free them ``hold`` s later, or later still
-        (at most ``FULL_WAIT`` s more) until every victim has met the full
-        disk (INFO's ``aof_last_write_status:err``) and a client has been
-        refused for it: on a slow machine the producers may take longer
-        than ``hold`` to write past the slack, and a hold that ends first
-        tests nothing.  The disks stay full meanwhile: space freed on the
-        way (an AOF rewrite finishing renames its file over the old, bigger
-        one) is taken again every 50 ms, or the node would write on as if
-        nothing had happened."""
+        (at most ``FULL_WAIT`` s more) until a client has been refused with
+        -MISCONF: on a slow machine the producers may take longer than
+        ``hold`` to write past the slack, and a hold that ends first tests
+        nothing.  The disks stay full meanwhile: space freed on the way (an
+        AOF rewrite finishing renames its file over the old, bigger one) is
+        taken again every 50 ms, or the node would write on as if nothing
+        had happened."""
         slack = self.rng.randint(0, 2) * 4096
         taken = {}
-        errored = set()
-        refused = self.workload.history.misconf_refusals()
+        history = self.workload.history
+        refused = history.misconf_refusals()
         started = time.time()
         try:
             for i in victims:
                 taken[i] = faultdisk.fill(self.cluster.nodes[i].datadir, slack)
             deadline = started + hold
             while time.time() < deadline or (
-                    (len(errored) < len(victims) or self.workload.history.misconf_refusals() == refused)
-                    and time.time() < deadline + FULL_WAIT):
+                    history.misconf_refusals() == refused and time.time() < deadline + FULL_WAIT):
                 time.sleep(min(0.05, max(deadline - time.time(), 0.01)))
                 for i in victims:
                     taken[i] += faultdisk.fill(self.cluster.nodes[i].datadir, slack)
-                    if i not in errored and self._write_failed(i):
-                        errored.add(i)
         finally:
             for i in victims:
                 faultdisk.free(self.cluster.nodes[i].datadir)
         return {"nodes": victims, "hold": round(time.time() - started, 2), "slack": slack,
-                "errored": sorted(errored), "filled_mb": round(sum(taken.values()) / 1048576.0, 1)}
-
-    def _write_failed(self, i) -> bool:
-        """Whether node ``i`` reports a failed AOF write (False when it does
-        not answer in time: it is asked again 50 ms later)."""
-        try:
-            reply = Session.once(self.cluster.nodes[i], "INFO", "persistence")
-        except (OSError, ConnectionError):
-            return False
-        return isinstance(reply, bytes) and b"aof_last_write_status:err" in reply
+                "filled_mb": round(sum(taken.values()) / 1048576.0, 1)}
 
     def disk_full_one(self, hold):
         return self._disk_full([self.rng.randrange(self.n)], hold)

@@ -15,6 +15,7 @@ from tests.support.memory import cmd, connect, make_runtime, take
 
 @pytest.fixture
 def clean_gc():
+    gc.unfreeze()  # what an earlier test of this process froze (a node service's freezer)
     gc.collect()
     was_enabled = gc.isenabled()
     yield
