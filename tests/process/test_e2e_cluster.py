@@ -324,13 +324,18 @@ def test_seven_node_cluster_runs_the_whole_state_machine(tmp_path):
     nodes = start_cluster(tmp_path, 7, args=FAST, timeout=60)
     try:
         # Replication counts through SHOW.
+        # At least the copies asked for, each on a node the job was sent to:
+        # while copies are missing a node tries one more every 50 ms
+        # (REPL_RETRY_MS), so a slow confirmation on a loaded machine adds one.
         for repl in (3, 5, 7):
             job_id = call(nodes[0], "ADDJOB", "s7", "r%d" % repl, "0", "REPLICATE", str(repl))
-            assert len(show(nodes[0], job_id)[b"nodes-delivered"]) == repl
-            assert len(holders(nodes, job_id)) == repl
+            delivered = show(nodes[0], job_id)[b"nodes-delivered"]
+            held = holders(nodes, job_id)
+            assert len(delivered) >= repl and len(held) >= repl, (delivered, held)
+            assert len(held) <= len(delivered) and len(set(delivered)) == len(delivered), (delivered, held)
             call(nodes[0], "FASTACK", job_id)
         default = call(nodes[3], "ADDJOB", "s7", "default", "0")
-        assert len(holders(nodes, default)) == 3
+        assert len(holders(nodes, default)) >= 3
         # ACK on a node that may not hold it; ACK on a node that surely does not.
         assert call(nodes[5], "ACKJOB", default) in (0, 1)
         wait_for(lambda: holders(nodes, default) == [], what="GC of the default job")
