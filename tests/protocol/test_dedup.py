@@ -13,6 +13,7 @@ from disque.core import messages
 from disque.core.dedup import DedupIndex
 from disque.testing import SimCluster
 from tests.support.memory import cmd, connect, make_runtime, take
+from tests.support.sim import replies
 
 
 class _J:
@@ -189,14 +190,10 @@ def _add(sim, i, key, queue=b"q", repl=3, timeout=0):
     return job, handle
 
 
-def _replies(sim, handle):
-    return [p for _, h, p in sim.replies if h is handle]
-
-
 def test_the_key_travels_to_the_replicas_and_survives_the_creator():
     sim = _cluster(3)
     job, h = _add(sim, 0, b"k")
-    assert _replies(sim, h) == [b"OK"]
+    assert replies(sim, h) == [b"OK"]
     for i in (1, 2):
         copy = sim.nodes[i].jobs.get(job.id)
         assert copy.dedup == b"k"
@@ -216,14 +213,14 @@ def test_a_failed_replication_leaves_the_key_free_everywhere():
     job, h = _add(sim, 0, b"k", repl=3, timeout=300)
     assert sim.nodes[1].jobs.get(job.id) is not None  # node 1 took a copy
     sim.advance(400)
-    assert _replies(sim, h) == [b"NOREPL"]
+    assert replies(sim, h) == [b"NOREPL"]
     for i in (0, 1):
         assert job.id not in sim.nodes[i].jobs
         assert sim.nodes[i].addjob.find_dedup(b"q", b"k") is None
     sim.heal()
     sim.settle(3000)
     retry, h2 = _add(sim, 1, b"k", timeout=1000)
-    assert _replies(sim, h2) == [b"OK"] and retry.id != job.id
+    assert replies(sim, h2) == [b"OK"] and retry.id != job.id
 
 
 def test_a_repeated_addjob_waits_for_the_first_ones_outcome():
@@ -231,16 +228,16 @@ def test_a_repeated_addjob_waits_for_the_first_ones_outcome():
     sim.partition([0, 1], [2])
     job, h1 = _add(sim, 0, b"k", repl=3, timeout=2000)
     same, h2 = _add(sim, 0, b"k", repl=3, timeout=10)
-    assert same is job and _replies(sim, h1) == _replies(sim, h2) == []
+    assert same is job and replies(sim, h1) == replies(sim, h2) == []
     sim.heal()
     sim.advance(1500)
-    assert _replies(sim, h1) == _replies(sim, h2) == [b"OK"]
+    assert replies(sim, h1) == replies(sim, h2) == [b"OK"]
 
     sim.partition([0, 1], [2])
     job, h1 = _add(sim, 0, b"k2", repl=3, timeout=300)
     _, h2 = _add(sim, 0, b"k2", repl=3)
     sim.advance(400)
-    assert _replies(sim, h1) == _replies(sim, h2) == [b"NOREPL"]
+    assert replies(sim, h1) == replies(sim, h2) == [b"NOREPL"]
 
 
 def test_acked_and_collected_everywhere_still_answers_on_every_copy():

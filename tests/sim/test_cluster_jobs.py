@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from disque.core.job import ACKED, QUEUED, STATE_NAMES, WAIT_REPL
 from disque.core import messages
 from disque.core.errors import CommandError
-from tests.support.sim import cluster, holders, queued_on, sent
+from tests.support.sim import cluster, holders, queued_on, replies, sent
 
 
 def addjob(sim, i, queue=b"q", body=b"body", repl=3, retry=-1, ttl=3600, delay=0, timeout=0, async_=False):
@@ -23,10 +23,6 @@ def addjob(sim, i, queue=b"q", body=b"body", repl=3, retry=-1, ttl=3600, delay=0
     sim._drain(i)
     sim.pump()
     return job, handle
-
-
-def replies(sim, handle):
-    return [p for _, h, p in sim.replies if h is handle]
 
 
 # -- replication -------------------------------------------------------------

@@ -27,3 +27,8 @@ def queued_on(sim, job_id):
 def sent(sim, kind):
     """Every message of type ``kind`` delivered so far: (from, to, message)."""
     return [(a, b, m) for a, b, m in sim.delivered if type(m) is kind]
+
+
+def replies(sim, handle):
+    """The replies given so far to the client ``handle`` stands for."""
+    return [p for _, h, p in sim.replies if h is handle]
