@@ -16,7 +16,13 @@ Invariants:
   would drop that row);
 * :func:`node_order` is a rotation of the sorted node list that depends
   only on (write id, partition id): a retried task tries the same node
-  first, and the next ones in the same order when it is down.
+  first, and the next ones in the same order when it is down;
+* :func:`key_order` is such a rotation that depends only on (queue, user
+  key): every row with one ``dedupColumn`` value, in any partition of any
+  write, goes to the same node while it is up.  Two partitions sending one
+  key at once to two nodes would race (each node adds its own job before
+  the other's copy arrives); sent to one node, the second ADDJOB finds the
+  first job.
 """
 
 import hashlib
@@ -54,12 +60,21 @@ def stream_write_id(query_id: str, batch_id) -> str:
     return "%s/%s" % (query_id, batch_id)
 
 
-def node_order(nodes: Sequence[str], write_id: str, partition: int) -> List[str]:
-    """``sorted(nodes)`` rotated to start at a node picked by hashing
-    (write id, partition)."""
+def _rotation(nodes: Sequence[str], seed: bytes) -> List[str]:
+    """``sorted(nodes)`` rotated to start at a node picked by hashing ``seed``."""
     ordered = sorted(nodes)
     if not ordered:
         return []
-    digest = hashlib.blake2b(("%s/%d" % (write_id, partition)).encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(seed, digest_size=8).digest()
     start = int.from_bytes(digest, "big") % len(ordered)
     return ordered[start:] + ordered[:start]
+
+
+def node_order(nodes: Sequence[str], write_id: str, partition: int) -> List[str]:
+    """The nodes in the order a partition of a write tries them."""
+    return _rotation(nodes, ("%s/%d" % (write_id, partition)).encode())
+
+
+def key_order(nodes: Sequence[str], queue: bytes, key: bytes) -> List[str]:
+    """The nodes in the order a row with a user key tries them."""
+    return _rotation(nodes, b"%d:%s%s" % (len(queue), queue, key))

@@ -8,7 +8,10 @@ No duplicates from task retries: each row's DEDUP key (see :mod:`.keys`) is
 the same in every attempt of its task, and every attempt sends the
 partition's rows to the same node (:func:`.keys.node_order`) while it is
 up, so a node that already added a row answers the retry with the existing
-job's ID instead of adding it again.  The write id in the keys is
+job's ID instead of adding it again.  With ``dedupColumn``, each row goes
+to the node of its (queue, key) instead (:func:`.keys.key_order`), so rows
+with one key in several partitions or writes, even at the same moment,
+meet on one node and make one job.  The write id in the keys is
 
 * batch write: a UUID made on the driver when the writer is created; the
   same writer object is pickled to every task attempt;
@@ -17,6 +20,7 @@ job's ID instead of adding it again.  The write id in the keys is
   a query restarted from its checkpoint keeps for a replayed batch.
 """
 
+import itertools
 import uuid
 from typing import Iterator, List, Optional
 
@@ -24,7 +28,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamWrite
                                     WriterCommitMessage)
 
 from .connection import Connection, ConnectError, DisqueSparkError, ServerError, refusal, split_address
-from .keys import derived_key, node_order, stream_write_id, user_key
+from .keys import derived_key, key_order, node_order, stream_write_id, user_key
 from .options import PRIORITY_MAX, PRIORITY_MIN, OptionError
 
 try:  # PySpark >= 4.1
@@ -129,29 +133,63 @@ def _commands(rows, options, write_id: str, partition: int):
         yield [b"ADDJOB", q, body, timeout] + extra + prio + [b"DEDUP", key]
 
 
-def _connect(nodes: List[str], options, write_id: str, partition: int):
-    """Connection to the first reachable node of the partition's order."""
+def _connect(order: List[str], options, what: str):
+    """Connection to the first reachable node of ``order``."""
     errors = []
-    for addr in node_order(nodes, write_id, partition):
+    for addr in order:
         host, port = split_address(addr)
         try:
             return Connection(host, port, options.password, username=options.username)
         except ConnectError as e:
             errors.append(str(e))
-    raise ConnectError("disque: no node reachable for partition %d: %s" % (partition, "; ".join(errors)))
+    raise ConnectError("disque: no node reachable for %s: %s" % (what, "; ".join(errors)))
+
+
+def _check(replies, conn) -> int:
+    count = 0
+    for reply in replies:
+        if isinstance(reply, ServerError):
+            raise refusal("ADDJOB", conn, reply)
+        count += 1
+    return count
 
 
 def write_partition(rows, options, nodes: List[str], write_id: str, partition: int) -> WriteResult:
-    """ADDJOB every row of one partition on one node, sending rows as they
-    arrive; raises on the first error reply."""
-    count = 0
-    conn = _connect(nodes, options, write_id, partition)
-    with conn:
-        for reply in conn.stream(_commands(rows, options, write_id, partition), WINDOW):
-            if isinstance(reply, ServerError):
-                raise refusal("ADDJOB", conn, reply)
-            count += 1
+    """ADDJOB every row of one partition, sending rows as they arrive;
+    raises on the first error reply.  Rows go to the partition's node, or
+    with ``dedupColumn`` each to its key's node (:func:`_write_by_key`)."""
+    commands = _commands(rows, options, write_id, partition)
+    if options.dedup_column:
+        return _write_by_key(commands, options, nodes, partition)
+    with _connect(node_order(nodes, write_id, partition), options, "partition %d" % partition) as conn:
+        count = _check(conn.stream(commands, WINDOW), conn)
     return WriteResult(partition, conn.addr, count)
+
+
+def _write_by_key(commands, options, nodes: List[str], partition: int) -> WriteResult:
+    """Each row to the first reachable node of its (queue, key): rows are
+    taken :data:`WINDOW` at a time, and each node's share of them is
+    pipelined on that node's connection (opened on first use)."""
+    conns = {}  # first node of a key's order -> the connection its rows use
+    count = 0
+    try:
+        while True:
+            chunk = list(itertools.islice(commands, WINDOW))
+            if not chunk:
+                break
+            shares = {}
+            for cmd in chunk:
+                order = key_order(nodes, cmd[1], cmd[-1])
+                conn = conns.get(order[0])
+                if conn is None:
+                    conn = conns[order[0]] = _connect(order, options, "key %r" % cmd[-1])
+                shares.setdefault(conn, []).append(cmd)
+            for conn, share in shares.items():
+                count += _check(conn.stream(share, WINDOW), conn)
+    finally:
+        for conn in set(conns.values()):
+            conn.close()
+    return WriteResult(partition, ",".join(sorted({c.addr for c in conns.values()})), count)
 
 
 def _task():

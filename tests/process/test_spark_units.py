@@ -15,17 +15,17 @@ from disque.spark.batch_read import assign_jobs
 from disque.client import errors
 from disque.spark.connection import (AuthError, ConnectError, Connection, NoPermissionError,
                                      ServerError, discover, refusal)
-from disque.spark.keys import content_hash, derived_key, node_order, stream_write_id, user_key
+from disque.spark.keys import content_hash, derived_key, key_order, node_order, stream_write_id, user_key
 from disque.spark.offsets import (initial_offset, job_count, make_offset, pack_ids, plan_partitions,
                                   unpack_ids)
 from disque.spark.options import (READ, STREAM_READ_MODE, WRITE_MODE, OptionError, parse_nodes,
                                   parse_options)
 from disque.spark.connection import DisqueSparkError
 from disque.spark.stream_read import StreamReader, _stop_on_sigterm, is_spent, read_partition
-from disque.spark.write import _commands, check_schema
+from disque.spark.write import _commands, check_schema, write_partition
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from tests.support.spark import add_jobs, qlen
+from tests.support.spark import add_jobs, qlen, total_qlen
 from tests.support.process import NodeProcess, call, free_port, show, wait_for
 
 
@@ -234,6 +234,52 @@ def test_node_order_is_a_stable_rotation():
     assert len({o[0] for o in orders}) == 3  # partitions spread over the nodes
     assert node_order(nodes, "w", 5) == node_order(list(reversed(nodes)), "w", 5)
     assert stream_write_id("qid", "4") == "qid/4"
+
+
+def test_key_order_depends_only_on_the_queue_and_key():
+    nodes = ["h:3", "h:1", "h:2"]
+    orders = {tuple(key_order(nodes, b"q", b"k%d" % i)) for i in range(50)}
+    for order in orders:
+        i = order.index("h:1")
+        assert order[i:] + order[:i] == ("h:1", "h:2", "h:3")
+    assert len({o[0] for o in orders}) == 3  # keys spread over the nodes
+    assert key_order(nodes, b"q", b"k") == key_order(list(reversed(nodes)), b"q", b"k")
+    # The queue is length-prefixed: ("ab", "c") and ("a", "bc") are two pairs.
+    firsts = {key_order(nodes, b"ab", b"c%d" % i)[0] == key_order(nodes, b"a", b"bc%d" % i)[0] for i in range(50)}
+    assert firsts == {True, False}
+
+
+def test_rows_with_one_user_key_meet_on_one_node_from_any_partition_or_write(tmp_path):
+    """Three nodes that share nothing: a key sent by two partitions of two
+    writes makes one job only if both reach the same node, which is what
+    routing by key guarantees (the partitions' own nodes differ here)."""
+    procs = [NodeProcess(tmp_path / ("n%d" % i)).start() for i in range(3)]
+    try:
+        nodes = ["127.0.0.1:%d" % p.port for p in procs]
+        # A second write whose partition 1 would go to another node than
+        # partition 0 of the first, were rows routed per partition.
+        other = next(w for w in ("write-%d" % i for i in range(100))
+                     if node_order(nodes, w, 1)[0] != node_order(nodes, "write-a", 0)[0])
+        o = parse_options({"queue": "unused", "queueColumn": "k", "dedupColumn": "k"}, WRITE_MODE)
+        keys = [b"key-%d" % k for k in range(7)]
+        rows = [(keys[i % 7].decode(), b"body-%d" % i, keys[i % 7].decode(), None) for i in range(600)]
+        results = [write_partition(iter(rows), o, nodes, w, p) for w, p in (("write-a", 0), (other, 1))]
+        assert [r.rows for r in results] == [600, 600]
+        assert [total_qlen(procs, k) for k in keys] == [1] * 7
+        homes = {key_order(nodes, k, k)[0] for k in keys}
+        assert [set(r.node.split(",")) for r in results] == [homes, homes]
+        # A key's node down: its rows go to the next node of the key's order.
+        dead = key_order(nodes, keys[0], keys[0])[0]
+        procs[nodes.index(dead)].stop()
+        moved = [k for k in keys if key_order(nodes, k, k)[0] == dead]
+        again = [(k.decode(), b"again", k.decode(), None) for k in keys]
+        assert write_partition(iter(again), o, nodes, "write-b", 0).rows == 7
+        alive = [p for p in procs if "127.0.0.1:%d" % p.port != dead]
+        assert [total_qlen(alive, k) for k in moved] == [1] * len(moved)
+        assert [qlen(procs[nodes.index(key_order(nodes, k, k)[1])], k) for k in moved] == [1] * len(moved)
+    finally:
+        for p in procs:
+            p.stop()
 
 
 # -- offsets and partition planning --------------------------------------------
