@@ -19,6 +19,7 @@ facts) and :class:`~disque.node.nodefile.NodeFile`.
 
 import math
 import time
+import platform
 from functools import partial
 
 from zope.interface import implementer
@@ -40,6 +41,19 @@ from .logs import logger
 from .nodefile import NodeFile
 
 log = logger("disque")
+
+
+def _closure(dispatch, ctx):
+    def run_command(client, argv):
+        return dispatch(ctx, client, argv)
+    return run_command
+
+
+# ``dispatch`` bound to the context: on CPython a functools.partial (C, no
+# frame of its own); on PyPy a closure, which the JIT inlines, where
+# PyPy's partial (written in Python, with *args and **kwargs) cost about 6%
+# of a pipelined request (benchmarks/dispatch_bench.py, docs/benchmarks.md).
+_bound = partial if platform.python_implementation() == "CPython" else _closure
 
 
 @implementer(IClientRuntime)
@@ -208,7 +222,7 @@ class NodeRuntime:
             self.dispatch = dispatch_misconf
         else:
             self.dispatch = self._dispatch
-        self.run_command = partial(self.dispatch, self.ctx)
+        self.run_command = _bound(self.dispatch, self.ctx)
 
     def start_loading(self):
         """Until :meth:`finish_loading`: clients get ``-LOADING`` but for
