@@ -21,7 +21,9 @@ Invariants:
   the node that got it, with ``F_NACK_DELAYED`` (that requeue counts
   nothing more); NACKDELAY tells the other copies, which count the NACK and
   wait RETRY past that time, and the NACKing node answers a WILLQUEUE with
-  it again: no copy queues the job before its time while the two can talk;
+  it again, and a QUEUED too (from a copy it did not know of, handed on by
+  YOURJOBS, or one whose QUEUED crossed the NACK): no copy queues the job
+  before its time while the two can talk;
 * a job loaded from the AOF (``F_LOADED``) is not queued before its
   WILLQUEUE went to every other copy that counts as reachable, over a
   link that is up, and ``WILLQUEUE_ADVANCE`` passed for their answers
@@ -225,15 +227,25 @@ class Requeue:
         self._jobs.log_added(job)
 
     def on_queued(self, sender, msg) -> None:
+        """``sender`` queued the job: it holds a copy (a node it was handed
+        to by YOURJOBS may be news here), and our own requeue waits.  If a
+        NACK with a delay holds the job here, the sender queued it too
+        early (it missed the NACKDELAY, or the NACK crossed its QUEUED):
+        tell it, as for a WILLQUEUE."""
         job = self._jobs.get(msg.job_id)
         if job is None or job.state == ACKED:
             return
-        if job.state == QUEUED and sender > self.node.my_id:
-            self._queues.dequeue(job)
+        if job.delivered:
+            job.merge_delivered((sender,))
         if msg.counter == messages.COUNT_NACK:
             job.nacks += 1
         elif msg.counter == messages.COUNT_DELIVERY:
             job.deliv += 1
+        if job.flags & F_NACK_DELAYED and job.qtime > self.node.now:
+            self._cluster.send(sender, messages.NackDelay(job.id, job.qtime, False))
+            return  # our requeue stays at the delay's end
+        if job.state == QUEUED and sender > self.node.my_id:
+            self._queues.dequeue(job)
         if job.retry:
             job.flags |= F_BCAST_QUEUED
             self._jobs.postpone(job)

@@ -68,6 +68,41 @@ def test_every_copy_waits_for_the_delay_even_when_the_nacking_node_dies():
     assert all(copy(sim, i, job.id).nacks == 1 for i in (1, 2))
 
 
+def test_a_copy_handed_on_that_the_nacking_node_never_knew_waits_for_the_delay():
+    """Node 1 hands its job to node 0 (YOURJOBS) and dies before telling
+    node 2 anything but node 0's QUEUED; node 2 takes a delayed NACK."""
+    sim = cluster(3, seed=1)
+    job = addjob(sim, 1, repl=2, retry=1, ttl=600)
+    assert sorted(holders(sim, job.id)) == [1, 2]
+    assert deliver(sim, 0) == []  # NEEDJOBS: node 1 answers with the job
+    assert queued_on(sim, job.id) == [0]
+    sim.kill(1)
+    until = sim.now + 500
+    assert sim.call(2, "requeue.nack_jobs", [job.id], 500) == 1
+    assert queued_on(sim, job.id) == []  # node 0 heard of the delay
+    assert copy(sim, 0, job.id).qtime >= until + 1000  # RETRY past it: a backup only
+    sim.advance(450, step=50)
+    assert queued_on(sim, job.id) == []
+    sim.advance(100, step=50)
+    assert queued_on(sim, job.id) == [2]
+
+
+def test_a_queued_crossing_a_delayed_nack_is_answered_with_the_delay():
+    sim = cluster(3)
+    job = addjob(sim, 0, retry=3)
+    deliver(sim, 0)
+    sim.call(0, "requeue.nack_jobs", [job.id], 2000)
+    # Node 1 queues its copy anyway (as if our NACKDELAY had crossed it).
+    node1 = sim.nodes[1]
+    node1.set_time(sim.now)
+    node1.queues.enqueue(copy(sim, 1, job.id))
+    sim._drain(1)
+    sim.pump()
+    assert queued_on(sim, job.id) == []  # told of the delay, it stood down
+    sim.advance(2100, step=50)
+    assert queued_on(sim, job.id) == [0]
+
+
 def test_the_nacking_node_requeues_at_its_time_and_the_copies_stand_down():
     sim = cluster(3)
     job = addjob(sim, 0, retry=3)
@@ -220,6 +255,11 @@ OPS = st.lists(st.one_of(
 # job before its time (NACKDELAY is now passed on by the copies).
 @example([("add", 1, None, 1), ("get", 2, None, 0), ("wait", 50, None, 0), ("wait", 1951, None, 0),
           ("wait", 3000, None, 0), ("get", 0, None, 0), ("nack", 1, 500, 0)], 0)
+# Found by this test: node 1 hands its job to node 0 (YOURJOBS) and dies;
+# node 2, which never heard that node 0 holds a copy, takes a delayed NACK,
+# and node 0 kept the job queued (a QUEUED now names its sender as a copy,
+# and is answered with the NACKDELAY while the delay runs).
+@example([("add", 1, None, 2), ("get", 0, None, 0), ("kill", 1, None, 0), ("nack", 2, 500, 0)], 1)
 def test_extension_invariants(ops, seed):
     """On every node, at every step: a job is never delivered before the
     time a delayed NACK set (NACKDELAY reached its copies: no partitions
