@@ -10,6 +10,8 @@ bucket, so scanning buckets in index order visits every element that stays
 put.  Lookups cost one extra index; memory is the same as one big dict.
 """
 
+from itertools import chain
+
 
 class BucketedDict:
     __slots__ = ("_buckets", "_mask", "_len")
@@ -47,8 +49,11 @@ class BucketedDict:
         return default
 
     def values(self):
-        for bucket in self._buckets:
-            yield from bucket.values()
+        """Every value, bucket by bucket (an iterator; the walk over the
+        buckets runs in C: a property test reads a small table after every
+        step, where a Python loop over 4096 mostly empty buckets cost more
+        than the test)."""
+        return chain.from_iterable(map(dict.values, filter(None, self._buckets)))
 
     def clear(self):
         for bucket in self._buckets:
