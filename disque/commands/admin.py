@@ -93,7 +93,7 @@ def debug(ctx, client, argv):
         ctx.runtime.sleep(max(seconds, 0.0))
         return reply.OK
     if sub == b"error" and argc == 3:
-        return b"-" + argv[2].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
+        return reply.error(argv[2])
     if sub == b"structsize" and argc == 2:
         return reply.bulk(ctx.runtime.struct_sizes())
     if sub == b"jobs" and argc == 2:

@@ -167,9 +167,8 @@ NOREPL_TIMEOUT = b"-NOREPL Timeout reached before replicating to the requested n
 
 def render_job_info(node, job) -> bytes:
     """SHOW's reply: a flat array of names and values."""
-    fields = job_fields(node, job)
-    out = [b"*%d\r\n" % (2 * len(fields))]
-    for name, value in fields:
+    out = []
+    for name, value in job_fields(node, job):
         out.append(reply.bulk(name))
         if value is None:
             out.append(reply.NULL_BULK)
@@ -182,7 +181,7 @@ def render_job_info(node, job) -> bytes:
                 out.append(reply.bulk_array(value))
         else:
             out.append(reply.bulk(value))
-    return b"".join(out)
+    return reply.array(out)
 
 
 @command("show", 2, "readonly fast")
@@ -228,9 +227,10 @@ def scan_options(argv, extra):
     return cursor or 0, count, busyloop
 
 
-def scan_reply(cursor: int, items: bytes, n: int) -> bytes:
-    c = b"%d" % cursor
-    return b"*2\r\n$%d\r\n%s\r\n*%d\r\n%s" % (len(c), c, n, items)
+def scan_reply(cursor: int, items) -> bytes:
+    """QSCAN / JSCAN's reply: the next cursor (a bulk string), then the
+    array of ``items`` (already-encoded replies)."""
+    return reply.array((reply.bulk(b"%d" % cursor), reply.array(items)))
 
 
 @command("jscan", -1, "readonly")
@@ -268,10 +268,8 @@ def jscan(ctx, client, argv):
 
     cursor, jobs = ctx.node.jobs.table.scan(cursor, count, match, busyloop)
     if reply_all[0]:
-        items = b"".join(render_job_info(ctx.node, j) for j in jobs)
-    else:
-        items = b"".join(b"+" + j.id + b"\r\n" for j in jobs)
-    return scan_reply(cursor, items, len(jobs))
+        return scan_reply(cursor, [render_job_info(ctx.node, j) for j in jobs])
+    return scan_reply(cursor, [reply.status(j.id) for j in jobs])
 
 
 # ----------------------------------------------------------------------
