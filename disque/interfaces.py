@@ -258,9 +258,9 @@ class IClientRuntime(INodeRuntime, IConnectionHost):
     (:class:`disque.node.runtime.NodeRuntime`), beyond the handlers' needs."""
 
     config = Attribute("The node's disque.config.Config.")
-    node = Attribute("The core's NodeState, for read-only views only (the HTTP side's pages: "
-                     "disque.commands.views); a protocol changes state through run_command alone.")
-    ctx = Attribute("The command Context (clients, stats, ACL).")
+    ctx = Attribute("The command Context (clients, stats, ACL).  A protocol reads the node's state "
+                    "through disque.commands.views, which take it (the HTTP side's pages and /metrics), "
+                    "and changes it through run_command alone.")
     client_memory = Attribute("maxmemory-clients' accounting (disque.node.client_memory).")
     counting_clients = Attribute("True while maxmemory-clients is set: connections report what they hold.")
     output_limits = Attribute("client-output-buffer-limit's normal class, read at each batch.")

@@ -2,8 +2,11 @@
 
 SHOW renders :func:`job_fields` as RESP (disque.commands.jobs), the HTTP
 API as JSON (:func:`job_json`); the API's other pages (the node, the
-cluster, the queue list, a queue and its oldest jobs) are built here too,
-from the command :class:`~disque.commands.context.Context` a handler sees.
+cluster, the queue list, a queue and its oldest jobs) and the figures of
+``/metrics`` and of the dashboard's rates (:func:`node_counters`,
+:func:`queue_counters`, :func:`cluster_peers`) are built here too, from
+the command :class:`~disque.commands.context.Context` a handler sees: the
+HTTP side reads the node through these alone.
 
 Invariants: nothing here changes state (a view reads the node and the
 runtime's facts, never runs a command; what may be shown to whom is
@@ -62,10 +65,10 @@ def job_fields(node, job) -> list:
     return fields
 
 
-def job_json(node, job, preview: int = 0) -> dict:
+def job_json(ctx, job, preview: int = 0) -> dict:
     """SHOW's fields as JSON (``preview``: at most that many body bytes)."""
     out = {}
-    for name, value in job_fields(node, job):
+    for name, value in job_fields(ctx.node, job):
         key = name.decode()
         if isinstance(value, bytes) and key != "body":
             value = text(value)
@@ -91,25 +94,100 @@ def longest_first(q):
     return -len(q.jobs), q.name
 
 
+def node_counters(ctx) -> dict:
+    """The node's own figures, read now (what ``/metrics`` exports and
+    ``/api/node`` summarizes; INFO reads the same state): ``id`` (bytes),
+    ``time`` (ms), ``blocked`` (clients blocked in GETJOB), ``jobs``
+    (registered), ``job_states`` ({SHOW's state name: jobs}), ``acked``
+    and ``nacked`` (:func:`ack_totals`), ``dead_letters`` (jobs moved to
+    a dead-letter queue here), ``queues`` (registered), ``memory_tier``
+    (0 below 75% of maxmemory, 1 above, 2 above 95%, 3 full),
+    ``known_nodes`` (itself included), ``reachable_nodes`` (CLUSTER
+    INFO's) and ``latency`` ({name: disque.core.latency.Histogram, in
+    milliseconds}, in ``Latency.NAMES``' order: to be read, not
+    changed)."""
+    node = ctx.node
+    cluster = node.cluster
+    latency = node.latency
+    acked, nacked = ack_totals(ctx)
+    return {
+        "id": node.my_id, "time": node.now, "blocked": len(node.getjob), "jobs": len(node.jobs),
+        "job_states": node.job_states(), "acked": acked, "nacked": nacked, "dead_letters": node.dead_letters.moved,
+        "queues": len(node.queues), "memory_tier": node.memory.level, "known_nodes": len(cluster.nodes),
+        "reachable_nodes": cluster.reachable, "latency": {name: getattr(latency, name) for name, _ in latency.NAMES},
+    }
+
+
+def ack_totals(ctx) -> tuple:
+    """``(acked, nacked)``: the jobs clients acknowledged here (ACKJOB,
+    FASTACK) and the NACKs this node received, since it started."""
+    node = ctx.node
+    return node.acks.acked, node.queues.nacked
+
+
 def node_summary(ctx) -> dict:
     """The node at a glance (the API's ``/api/node``): version, uptime,
     clients, jobs by state, memory, persistence (with a load's progress),
     the core's latency quantiles."""
-    runtime, node = ctx.runtime, ctx.node
+    runtime = ctx.runtime
+    counters = node_counters(ctx)
     process = runtime.process_info()
     used, rss, _ = runtime.memory()
-    latency = node.latency
     return {
-        "id": text(node.my_id), "version": DISQUE_VERSION, "runtime": process["runtime"],
-        "uptime": process["uptime"], "time": node.now,
-        "clients": {"connected": len(ctx.clients), "blocked": len(node.getjob)},
-        "jobs": dict(total=len(node.jobs), **{k.replace("-", "_"): v for k, v in node.job_states().items()}),
-        "queues": len(node.queues),
+        "id": text(counters["id"]), "version": DISQUE_VERSION, "runtime": process["runtime"],
+        "uptime": process["uptime"], "time": counters["time"],
+        "clients": {"connected": len(ctx.clients), "blocked": counters["blocked"]},
+        "jobs": dict(total=counters["jobs"], **{k.replace("-", "_"): v for k, v in counters["job_states"].items()}),
+        "queues": counters["queues"],
         "memory": {"used": used, "max": ctx.config["maxmemory"], "rss": rss},
         "persistence": dict(runtime.persistence_info()),
-        "latency": {name: {"count": getattr(latency, name).count, "p50": getattr(latency, name).quantile(0.5),
-                           "p99": getattr(latency, name).quantile(0.99)} for name, _ in latency.NAMES},
+        "latency": {name: {"count": h.count, "p50": h.quantile(0.5), "p99": h.quantile(0.99)}
+                    for name, h in counters["latency"].items()},
     }
+
+
+def _counters(q) -> tuple:
+    # A plain tuple: the rates sampler makes one per queue every second.
+    return q.name, len(q.jobs), q.jobs_in, q.jobs_out, q.acked, q.nacked, q.paused_name()
+
+
+def _visible_queues(ctx, visible) -> list:
+    queues = ctx.node.queues.values()
+    return list(queues) if visible is None else [q for q in queues if visible(q.name)]
+
+
+def queue_counters(ctx, visible=None) -> list:
+    """Every queue's counters, in no particular order, as ``(name,
+    length, added, removed, acked, nacked, paused)``: the jobs waiting in
+    it (QLEN), the jobs queued and taken out (QSTAT jobs-in and
+    jobs-out), its jobs acknowledged and its NACKs received here, and its
+    pause state (QSTAT pause: b"none", b"in", b"out" or b"all").
+    ``visible``: None, or a test of queue names (a user's ``may_queue``):
+    the queues it refuses are left out."""
+    return [_counters(q) for q in _visible_queues(ctx, visible)]
+
+
+def longest_queues(ctx, limit: int, visible=None) -> tuple:
+    """``(longest, others)``: the counters (as :func:`queue_counters`
+    gives them) of the ``limit`` longest queues (:func:`longest_first`),
+    and those of all the other queues, in no particular order;
+    ``visible`` as for :func:`queue_counters`.  One partial sort."""
+    queues = _visible_queues(ctx, visible)
+    head = heapq.nsmallest(limit, queues, key=longest_first)
+    if len(head) == len(queues):
+        return [_counters(q) for q in head], []
+    chosen = {id(q) for q in head}
+    return [_counters(q) for q in head], [_counters(q) for q in queues if id(q) not in chosen]
+
+
+def cluster_peers(ctx) -> list:
+    """The other nodes in this node's table, in its order, as
+    ``(id, address, up, connected, leaving)``: ``address`` is
+    b"host:port", ``up`` whether the peer is reachable (not in handshake,
+    failing or suspected), ``connected`` whether our link to it is up,
+    ``leaving`` whether it leaves the cluster."""
+    return [(n.id, b"%s:%d" % (n.host, n.port), n.reachable, n.connected, n.leaving)
+            for n in ctx.node.cluster.peers()]
 
 
 def cluster_nodes(ctx) -> dict:
@@ -149,8 +227,7 @@ def queue_list(ctx, user, wanted: bytes, limit: int, rates_of) -> dict:
     QSCAN shows a tenant its own; those whose name holds ``wanted``, the
     ``limit`` longest first; ``rates_of(name)``: a queue's rates."""
     node = ctx.node
-    mine = list(node.queues.values()) if user.all_queues else [
-        q for q in node.queues.values() if user.may_queue(q.name)]
+    mine = _visible_queues(ctx, None if user.all_queues else user.may_queue)
     chosen = [q for q in mine if wanted in q.name] if wanted else mine
     shown = heapq.nsmallest(limit, chosen, key=longest_first)
     return {"time": node.now, "total": len(mine), "matching": len(chosen),
@@ -164,7 +241,7 @@ def queue_jobs(ctx, user, q, count: int) -> list:
     jobs = q.jobs.head(count)
     if not user.all_queues:
         jobs = [j for j in jobs if user.may_job(j)]
-    return [job_json(ctx.node, j, BODY_PREVIEW) for j in jobs]
+    return [job_json(ctx, j, BODY_PREVIEW) for j in jobs]
 
 
 def find_queue(ctx, name: bytes):

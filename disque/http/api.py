@@ -156,7 +156,7 @@ class Api(resource.Resource):
         if len(path) == 2 and path[0] == b"jobs":
             _valid_id(path[1])
             self._may(request, [b"SHOW", path[1]])
-            return views.job_json(ctx.node, self._job(path[1]))
+            return views.job_json(ctx, self._job(path[1]))
         raise ApiError(404, "-ERR no such resource")
 
     def _act(self, request, path):

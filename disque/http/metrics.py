@@ -10,13 +10,10 @@ by name) get their own series; the others are summed under
 A user limited to some queues (disque.access.acl) sees the series of those only.
 """
 
-import heapq
 from typing import Iterable, List, Tuple
 
 from .. import DISQUE_VERSION
-from ..commands import ORDER, TABLE
-from ..commands.views import longest_first
-from ..core.queue import PAUSE_NAMES
+from ..commands import ORDER, TABLE, views
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 OTHER = "_other"  # the label of the queues past metrics-max-queues
@@ -74,51 +71,48 @@ class Exposition:
         return ("\n".join(self.lines) + "\n").encode()
 
 
-def _queue_series(node, limit: int, visible=None):
-    """[(label, length, jobs_in, jobs_out, acked, nacked, paused state)]:
-    the ``limit`` longest queues, then ``_other`` summing the rest (if
-    any).  One partial sort and one pass over the others.  ``visible``:
-    None, or a test of queue names: the queues it refuses are left out
-    (of ``_other`` too)."""
-    queues = list(node.queues.values()) if visible is None else [
-        q for q in node.queues.values() if visible(q.name)]
-    head = heapq.nsmallest(limit, queues, key=longest_first)
-    out = [(q.name, len(q.jobs), q.jobs_in, q.jobs_out, q.acked, q.nacked, q.flags) for q in head]
-    if len(head) < len(queues):
-        chosen = {id(q) for q in head}
-        length = jobs_in = jobs_out = acked = nacked = 0
-        for q in queues:
-            if id(q) not in chosen:
-                length += len(q.jobs)
-                jobs_in += q.jobs_in
-                jobs_out += q.jobs_out
-                acked += q.acked
-                nacked += q.nacked
-        out.append((OTHER, length, jobs_in, jobs_out, acked, nacked, None))
+def _queue_series(ctx, limit: int, visible=None):
+    """[(label, length, added, removed, acked, nacked, paused state)]
+    (disque.commands.views.queue_counters): the ``limit`` longest queues,
+    then ``_other`` summing the rest (if any; its pause state None).
+    ``visible``: None, or a test of queue names: the queues it refuses
+    are left out (of ``_other`` too)."""
+    out, others = views.longest_queues(ctx, limit, visible)
+    if others:
+        length = added = removed = acked = nacked = 0
+        for _, n, a, r, ack, nack, _ in others:
+            length += n
+            added += a
+            removed += r
+            acked += ack
+            nacked += nack
+        out.append((OTHER, length, added, removed, acked, nacked, None))
     return out
 
 
 def render(runtime, visible=None) -> bytes:
-    """The exposition for the node served by ``runtime`` (a
-    ``disque.node.runtime.NodeRuntime``).  ``visible``: None, or a test of
-    queue names (a user's ``may_queue``): the per-queue series of the
-    queues it refuses are left out; the node-wide figures stay, as INFO
-    shows them to every user."""
-    ctx, node, config = runtime.ctx, runtime.node, runtime.config
+    """The exposition for the node served by ``runtime`` (an
+    ``IClientRuntime``: the node's figures come from
+    :mod:`disque.commands.views` and the runtime's declared methods).
+    ``visible``: None, or a test of queue names (a user's
+    ``may_queue``): the per-queue series of the queues it refuses are
+    left out; the node-wide figures stay, as INFO shows them to every
+    user."""
+    ctx, config = runtime.ctx, runtime.config
+    node = views.node_counters(ctx)  # the node's own figures
     process = runtime.process_info()
     used, rss, _ = runtime.memory()
     sys_, user, _, _ = runtime.cpu_times()
     stats = ctx.stats
-    cluster = node.cluster
     e = Exposition()
 
     e.one("disque_info", "gauge", "Constant 1, labelled with the node's ID, version and runtime.", 1,
-          node_id=node.my_id, version=DISQUE_VERSION, runtime=process["runtime"])
+          node_id=node["id"], version=DISQUE_VERSION, runtime=process["runtime"])
     e.one("disque_uptime_seconds", "gauge", "Seconds since the node started.", process["uptime"])
 
     # Clients and commands
     e.one("disque_connected_clients", "gauge", "Client connections open now.", len(ctx.clients))
-    e.one("disque_blocked_clients", "gauge", "Clients blocked in GETJOB.", len(node.getjob))
+    e.one("disque_blocked_clients", "gauge", "Clients blocked in GETJOB.", node["blocked"])
     e.one("disque_connections_received_total", "counter", "Client connections accepted.", stats.connections)
     e.one("disque_rejected_connections_total", "counter", "Client connections refused (maxclients, "
           "protected mode).", stats.rejected)
@@ -147,16 +141,16 @@ def render(runtime, visible=None) -> bytes:
              [({"command": name}, cmd.usec / 1e6) for cmd, name in calls])
 
     # Jobs and queues
-    e.one("disque_jobs", "gauge", "Jobs this node holds (registered_jobs of INFO).", len(node.jobs))
+    e.one("disque_jobs", "gauge", "Jobs this node holds (registered_jobs of INFO).", node["jobs"])
     e.family("disque_jobs_by_state", "gauge", "Jobs this node holds, by state (as SHOW names them).",
-             [({"state": state}, n) for state, n in node.job_states().items()])
-    e.one("disque_acks_total", "counter", "Jobs acknowledged by clients here (ACKJOB, FASTACK).", node.acks.acked)
+             [({"state": state}, n) for state, n in node["job_states"].items()])
+    e.one("disque_acks_total", "counter", "Jobs acknowledged by clients here (ACKJOB, FASTACK).", node["acked"])
     e.one("disque_nacks_total", "counter", "NACKs received here (the job queued again, at once or after a delay, "
-          "or moved to its dead-letter queue).", node.queues.nacked)
+          "or moved to its dead-letter queue).", node["nacked"])
     e.one("disque_dead_letters_total", "counter", "Jobs this node moved to a dead-letter queue (MAXDELIVERIES).",
-          node.dead_letters.moved)
-    e.one("disque_queues", "gauge", "Queues this node knows (registered_queues of INFO).", len(node.queues))
-    series = _queue_series(node, config["metrics-max-queues"], visible)
+          node["dead_letters"])
+    e.one("disque_queues", "gauge", "Queues this node knows (registered_queues of INFO).", node["queues"])
+    series = _queue_series(ctx, config["metrics-max-queues"], visible)
     e.family("disque_queue_jobs", "gauge", "Jobs waiting in each queue (QLEN).",
              [({"queue": s[0]}, s[1]) for s in series])
     e.family("disque_queue_added_total", "counter", "Jobs queued in each queue (QSTAT jobs-in).",
@@ -168,37 +162,37 @@ def render(runtime, visible=None) -> bytes:
     e.family("disque_queue_nacks_total", "counter", "NACKs of each queue's jobs received here.",
              [({"queue": s[0]}, s[5]) for s in series])
     e.family("disque_queue_paused", "gauge", "1 for each queue's pause state (QSTAT pause).",
-             [({"queue": s[0], "state": PAUSE_NAMES[s[6]].decode()}, 1) for s in series if s[6] is not None])
+             [({"queue": s[0], "state": s[6].decode()}, 1) for s in series if s[6] is not None])
 
     # Latency
-    latency = node.latency
+    latency = node["latency"]
     e.histogram("disque_getjob_wait_seconds", "GETJOB waits: 0 when served at once, else until the job or the "
-                "timeout.", latency.getjob_wait)
+                "timeout.", latency["getjob_wait"])
     e.histogram("disque_addjob_replication_seconds", "ADDJOB until the copies asked for are confirmed.",
-                latency.addjob_replication)
+                latency["addjob_replication"])
     e.histogram("disque_job_add_to_ack_seconds", "Job time from ADDJOB to its ACK on this node.",
-                latency.add_to_ack)
+                latency["add_to_ack"])
 
     # Cluster
-    peers = cluster.peers()
+    peers = views.cluster_peers(ctx)
     e.one("disque_cluster_known_nodes", "gauge", "Nodes in this node's table, itself included.",
-          len(cluster.nodes))
+          node["known_nodes"])
     e.one("disque_cluster_reachable_nodes", "gauge", "Peers not failing, in handshake or suspected.",
-          cluster.reachable)
+          node["reachable_nodes"])
     e.family("disque_cluster_peer_up", "gauge", "1 if the peer is reachable (not failing or suspected).",
-             [({"node_id": n.id, "address": b"%s:%d" % (n.host, n.port)}, 1 if n.reachable else 0)
-              for n in peers])
+             [({"node_id": node_id, "address": address}, 1 if up else 0)
+              for node_id, address, up, _, _ in peers])
     e.family("disque_cluster_link_connected", "gauge", "1 while this node's link to the peer is up.",
-             [({"node_id": n.id}, 1 if n.connected else 0) for n in peers])
+             [({"node_id": node_id}, 1 if connected else 0) for node_id, _, _, connected, _ in peers])
     e.family("disque_cluster_peer_leaving", "gauge", "1 if the peer is leaving the cluster.",
-             [({"node_id": n.id}, 1 if n.leaving else 0) for n in peers])
+             [({"node_id": node_id}, 1 if leaving else 0) for node_id, _, _, _, leaving in peers])
 
     # Memory, CPU, persistence
     e.one("disque_memory_used_bytes", "gauge", "The node's estimate of its data (compared with maxmemory).",
           used)
     e.one("disque_memory_max_bytes", "gauge", "The maxmemory directive.", config["maxmemory"])
     e.one("disque_memory_tier", "gauge", "0 below 75% of maxmemory; 1 above (new jobs keep no local copy); "
-          "2 above 95% (evicting); 3 full (refusing).", node.memory.level)
+          "2 above 95% (evicting); 3 full (refusing).", node["memory_tier"])
     e.one("disque_resident_memory_bytes", "gauge", "Resident set size of the process.", rss)
     e.one("disque_cpu_user_seconds_total", "counter", "User CPU time of the process.", float(user))
     e.one("disque_cpu_system_seconds_total", "counter", "System CPU time of the process.", float(sys_))

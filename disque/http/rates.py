@@ -13,26 +13,30 @@ Sampling visits every queue once a second: O(queues), nothing per job.
 
 from collections import deque
 
+from ..commands import views
+
 INTERVAL = 1.0  # seconds between samples
 KEEP = 300  # samples of node-wide rates (5 minutes)
 RECENT = 10  # seconds over which a queue's rates are measured
 
 
 class Rates:
-    def __init__(self, node, keep: int = KEEP, recent: int = RECENT):
-        self.node = node
+    """The samples of the node seen through ``ctx`` (a command Context:
+    its counters are read through disque.commands.views)."""
+
+    def __init__(self, ctx, keep: int = KEEP, recent: int = RECENT):
+        self.ctx = ctx
         self.samples = deque(maxlen=keep)  # dicts, oldest first (the /api/rates reply)
         self._snaps = deque(maxlen=recent + 1)  # (t ms, {queue name: (in, out, acked, nacked)})
         self._totals = None  # (acks, nacks) node-wide at the last sample
 
     def sample(self, now_ms: int) -> None:
-        node = self.node
         snap = {}
         queued = 0
-        for q in node.queues.values():
-            snap[q.name] = (q.jobs_in, q.jobs_out, q.acked, q.nacked)
-            queued += len(q.jobs)
-        totals = (node.acks.acked, node.queues.nacked)
+        for name, length, added, removed, acked, nacked, _ in views.queue_counters(self.ctx):
+            snap[name] = (added, removed, acked, nacked)
+            queued += length
+        totals = views.ack_totals(self.ctx)
         if self._snaps:
             then, before = self._snaps[-1]
             seconds = max(now_ms - then, 1) / 1000.0

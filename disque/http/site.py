@@ -53,7 +53,7 @@ def sampled_rates(service):
     from twisted.application.internet import TimerService
 
     runtime = service.runtime
-    rates = Rates(runtime.node)
+    rates = Rates(runtime.ctx)
     sampler = TimerService(INTERVAL, lambda: rates.sample(int(runtime.reactor.seconds() * 1000)))
     sampler.clock = runtime.reactor
     sampler.setServiceParent(service)

@@ -8,6 +8,8 @@ import pytest
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 
+from disque.commands.context import Context
+from disque.config import Config
 from disque.core.node import NodeState
 from disque.http.rates import Rates
 from tests.support.memory import Node
@@ -204,7 +206,7 @@ def test_an_actions_effects_are_carried_out(make):
 
 def test_rates_from_counters():
     node = NodeState(b"f" * 40, 1_000_000)
-    rates = Rates(node, keep=3, recent=2)
+    rates = Rates(Context(node, Config.defaults(), None), keep=3, recent=2)
     rates.sample(1000)
     assert rates.samples == [] or list(rates.samples) == []
     for _ in range(4):
