@@ -12,6 +12,7 @@ from ..access.acl import CATEGORIES, AclError, generate_password
 from ..access.acl_config import aclfile_path, load_file, save_file, sync_config
 from ..resp import reply
 from . import command
+from .args import subcommand
 from .audit import audit_command
 
 E_NOFILE = (b"-ERR This Disque instance is not configured to use an ACL file. You may want to specify users "
@@ -37,8 +38,6 @@ def _changed(ctx, client, argv):
 
 
 def _setuser(ctx, client, argv):
-    if len(argv) < 3:
-        return _wrong_args(argv)
     try:
         ctx.acl.setuser(argv[2], argv[3:])
     except AclError as e:
@@ -48,8 +47,6 @@ def _setuser(ctx, client, argv):
 
 
 def _getuser(ctx, client, argv):
-    if len(argv) != 3:
-        return _wrong_args(argv)
     user = ctx.acl.users.get(argv[2])
     if user is None:
         return reply.NULL_BULK
@@ -62,8 +59,6 @@ def _getuser(ctx, client, argv):
 
 
 def _deluser(ctx, client, argv):
-    if len(argv) < 3:
-        return _wrong_args(argv)
     try:
         gone = sum(ctx.acl.deluser(name) for name in dict.fromkeys(argv[2:]))
     except AclError as e:
@@ -95,8 +90,6 @@ def _cat(ctx, client, argv):
 
 
 def _log(ctx, client, argv):
-    if len(argv) > 3:
-        return _wrong_args(argv)
     count = len(ctx.acl.log)
     if len(argv) == 3:
         if argv[2].lower() == b"reset":
@@ -161,8 +154,6 @@ def _genpass(ctx, client, argv):
         if not 0 < bits <= 4096:
             return reply.err(b"ACL GENPASS argument must be the number of bits for the output password, "
                              b"a positive number up to 4096")
-    elif len(argv) > 3:
-        return _wrong_args(argv)
     return reply.bulk(generate_password(bits))
 
 
@@ -174,13 +165,15 @@ SUBCOMMANDS = {
     b"setuser": _setuser, b"getuser": _getuser, b"deluser": _deluser, b"list": _list, b"users": _users,
     b"whoami": _whoami, b"cat": _cat, b"log": _log, b"save": _save, b"load": _load, b"genpass": _genpass,
 }
-FIXED_ARGS = {b"list": 2, b"users": 2, b"whoami": 2, b"save": 2, b"load": 2}
+ARITY = {
+    b"setuser": -3, b"getuser": 3, b"deluser": -3, b"list": 2, b"users": 2, b"whoami": 2, b"cat": -2,
+    b"log": (2, 3), b"save": 2, b"load": 2, b"genpass": (2, 3),
+}
 
 
 @command("acl", -2, "admin")
 def acl(ctx, client, argv):
-    sub = argv[1].lower()
-    handler = SUBCOMMANDS.get(sub)
-    if handler is None or FIXED_ARGS.get(sub, len(argv)) != len(argv):
+    sub, fits = subcommand(argv, ARITY)
+    if not fits:
         return _wrong_args(argv)
-    return handler(ctx, client, argv)
+    return SUBCOMMANDS[sub](ctx, client, argv)

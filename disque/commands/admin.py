@@ -6,44 +6,41 @@ from ..config import ConfigSetError
 from ..access.protection import DEBUG_NOT_ALLOWED, debug_allowed
 from ..resp import reply
 from . import TABLE, command
+from .args import subcommand
 from .audit import audit_command
 from .contract import BLOCKED
 from .jobs import SYNTAX
 
 
+CONFIG_ARITY = {b"get": 3, b"set": 4, b"resetstat": 2, b"rewrite": 2}
+E_CONFIG = reply.err(b"CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE")
+
+
 @command("config", -2, "readonly admin")
 def config(ctx, client, argv):
-    sub = argv[1].lower()
-    argc = len(argv)
+    sub, fits = subcommand(argv, CONFIG_ARITY)
+    if sub is None:
+        return E_CONFIG
+    if not fits:
+        return reply.err(b"Wrong number of arguments for CONFIG " + sub.upper())
     try:
         if sub == b"get":
-            if argc != 3:
-                return reply.err(b"Wrong number of arguments for CONFIG GET")
             pairs = ctx.config.get_all(argv[2])
             return reply.bulk_array(v for pair in pairs for v in pair)
         if sub == b"set":
-            if argc != 4:
-                return reply.err(b"Wrong number of arguments for CONFIG SET")
             ctx.config.set(argv[2], argv[3])
-            audit_command(ctx, client, b"config", argv)
-            return reply.OK
-        if sub == b"resetstat":
-            if argc != 2:
-                return reply.err(b"Wrong number of arguments for CONFIG RESETSTAT")
+        elif sub == b"resetstat":
             ctx.stats.reset()
             for cmd in TABLE.values():
                 cmd.calls = cmd.usec = 0
-            audit_command(ctx, client, b"config", argv)
-            return reply.OK
-        if sub == b"rewrite":
-            if argc != 2:
-                return reply.err(b"Wrong number of arguments for CONFIG REWRITE")
+        elif sub == b"rewrite":
             ctx.config.rewrite()
-            audit_command(ctx, client, b"config", argv)
-            return reply.OK
+        else:
+            return E_CONFIG
     except ConfigSetError as e:
         return reply.err(e.args[0])
-    return reply.err(b"CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE")
+    audit_command(ctx, client, b"config", argv)
+    return reply.OK
 
 
 @command("shutdown", -1, "readonly admin loading")
@@ -66,6 +63,9 @@ def bgrewriteaof(ctx, client, argv):
     return ctx.runtime.bgrewriteaof()
 
 
+DEBUG_ARITY = {b"flushall": 2, b"sleep": 3, b"error": 3, b"structsize": 2, b"jobs": 2}
+
+
 def _debug_error(sub):
     return reply.err(b"Unknown DEBUG subcommand or wrong number of arguments for '" + sub + b"'")
 
@@ -79,23 +79,24 @@ def debug(ctx, client, argv):
                       % ctx.config["enable-debug-command"])
         return DEBUG_NOT_ALLOWED
     audit_command(ctx, client, b"debug", argv)
-    sub = argv[1].lower()
-    argc = len(argv)
-    if sub == b"flushall" and argc == 2:
+    sub, fits = subcommand(argv, DEBUG_ARITY)
+    if not fits:
+        return _debug_error(argv[1])
+    if sub == b"flushall":
         ctx.node.flush_all()
         ctx.runtime.flushed()
         return reply.OK
-    if sub == b"sleep" and argc == 3:
+    if sub == b"sleep":
         try:
             seconds = float(argv[2])
         except ValueError:
             seconds = 0.0
         ctx.runtime.sleep(max(seconds, 0.0))
         return reply.OK
-    if sub == b"error" and argc == 3:
+    if sub == b"error":
         return reply.error(argv[2])
-    if sub == b"structsize" and argc == 2:
+    if sub == b"structsize":
         return reply.bulk(ctx.runtime.struct_sizes())
-    if sub == b"jobs" and argc == 2:
+    if sub == b"jobs":
         return reply.integer(len(ctx.node.jobs))
     return _debug_error(argv[1])

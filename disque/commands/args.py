@@ -70,3 +70,22 @@ def validate_ids(ids) -> None:
     for job_id in ids:
         if not valid(job_id):
             raise BADID
+
+
+def subcommand(argv, arities: dict):
+    """``(name, fits)`` for a command with subcommands, declared in
+    ``arities`` as ``{lower-case name: arity}``: ``name`` is ``argv[1]``
+    in lower case if ``arities`` has it (None otherwise), ``fits`` whether
+    ``len(argv)``, the command and its subcommand included, matches that
+    arity: ``n`` exactly n, ``-n`` at least n (the command table's
+    convention), or a tuple of the counts allowed.  False for a name not
+    declared.  The command answers with its own error (each has the
+    original's text)."""
+    name = argv[1].lower()
+    arity = arities.get(name)
+    if arity is None:
+        return None, False
+    argc = len(argv)
+    if type(arity) is tuple:
+        return name, argc in arity
+    return name, (argc == arity if arity >= 0 else argc >= -arity)

@@ -5,7 +5,7 @@ INFO, LEAVING, FORGET, MEET, RESET, SAVECONFIG)."""
 from ..resp import reply
 from . import command
 from .audit import audit_command
-from .args import parse_ll
+from .args import parse_ll, subcommand
 from .jobs import SYNTAX
 
 
@@ -61,24 +61,29 @@ def cluster_nodes_text(node) -> bytes:
     return b"".join(lines)
 
 
+CLUSTER_ARITY = {b"nodes": 2, b"myid": 2, b"info": 2, b"leaving": (2, 3), b"forget": 3, b"meet": 4, b"reset": 3,
+                 b"saveconfig": 2}
+
+
 @command("cluster", -2, "readonly admin")
 def cluster(ctx, client, argv):
     node = ctx.node
-    sub = argv[1].lower()
-    argc = len(argv)
-    if sub == b"nodes" and argc == 2:
+    sub, fits = subcommand(argv, CLUSTER_ARITY)
+    if not fits:
+        return E_CLUSTER
+    if sub == b"nodes":
         return reply.bulk(cluster_nodes_text(node))
-    if sub == b"myid" and argc == 2:
+    if sub == b"myid":
         return reply.bulk(node.my_id)
-    if sub == b"info" and argc == 2:
+    if sub == b"info":
         c = node.cluster
         text = (b"cluster_state:ok\r\ncluster_known_nodes:%d\r\ncluster_reachable_nodes:%d\r\n"
                 b"cluster_size:%d\r\ncluster_stats_messages_sent:%d\r\n"
                 b"cluster_stats_messages_received:%d\r\n") % (
             len(c.nodes), c.reachable, c.size, c.sent, c.received)
         return reply.bulk(text)
-    if sub == b"leaving" and argc in (2, 3):
-        if argc == 2:
+    if sub == b"leaving":
+        if len(argv) == 2:
             return b"+yes\r\n" if node.cluster.leaving else b"+no\r\n"
         value = argv[2].lower()
         if value not in (b"yes", b"no"):
@@ -89,7 +94,7 @@ def cluster(ctx, client, argv):
 
             node.getjob.unblock_all_with(LEAVING)
         return reply.OK
-    if sub == b"forget" and argc == 3:
+    if sub == b"forget":
         target = argv[2]
         if len(target) != 40 or not all(c in b"0123456789abcdef" for c in target):
             return reply.err(b"Invalid node identifier")
@@ -99,7 +104,7 @@ def cluster(ctx, client, argv):
             return reply.err(b"Unknown node " + target)
         audit_command(ctx, client, b"cluster", argv)
         return reply.OK
-    if sub == b"meet" and argc == 4:
+    if sub == b"meet":
         port = parse_ll(argv[3])
         if port is None:
             return reply.err(b"Invalid TCP port specified: " + argv[3])
@@ -108,14 +113,14 @@ def cluster(ctx, client, argv):
         node.cluster.meet(_normal_ip(argv[2]), port, node.now, explicit=True)
         audit_command(ctx, client, b"cluster", argv)
         return reply.OK
-    if sub == b"reset" and argc == 3:
+    if sub == b"reset":
         how = argv[2].lower()
         if how not in (b"hard", b"soft"):
             raise SYNTAX
         node.cluster_reset(how == b"hard")
         audit_command(ctx, client, b"cluster", argv)
         return reply.OK
-    if sub == b"saveconfig" and argc == 2:
+    if sub == b"saveconfig":
         error = ctx.runtime.save_nodes()
         if error:
             return reply.err(b"error saving the cluster node config: " + error.encode())

@@ -9,7 +9,7 @@ from . import command
 from .audit import audit_command
 from .shown import client_info, client_line
 from .contract import REPLY_OFF, REPLY_ON, REPLY_SKIP_NEXT
-from .args import parse_int_or_error, parse_ll
+from .args import parse_int_or_error, parse_ll, subcommand
 from .jobs import SYNTAX
 
 
@@ -57,38 +57,43 @@ CLIENT_SYNTAX = b"-ERR Syntax error, try CLIENT (LIST | KILL ip:port | GETNAME |
 _BAD_NAME = re.compile(rb"[^!-~]")
 
 
+CLIENT_ARITY = {b"list": 2, b"getname": 2, b"setname": 3, b"kill": -3, b"pause": 3, b"reply": 3, b"setinfo": 4,
+                b"id": 2, b"no-evict": 3}
+
+
 @command("client", -2, "readonly admin")
 def client_(ctx, client, argv):
-    sub = argv[1].lower()
-    argc = len(argv)
-    if sub == b"list" and argc == 2:
+    sub, fits = subcommand(argv, CLIENT_ARITY)
+    if not fits:
+        return CLIENT_SYNTAX
+    if sub == b"list":
         now_s = ctx.node.now // 1000
         return reply.bulk(b"".join(client_line(ctx, c, now_s) for c in ctx.clients.values()))
-    if sub == b"getname" and argc == 2:
+    if sub == b"getname":
         return reply.bulk(client.name) if client.name else reply.NULL_BULK
-    if sub == b"setname" and argc == 3:
+    if sub == b"setname":
         if _BAD_NAME.search(argv[2]):
             return reply.err(b"Client names cannot contain spaces, newlines or special characters.")
         client.name = argv[2]
         return reply.OK
-    if sub == b"kill" and argc >= 3:
+    if sub == b"kill":
         result = client_kill(ctx, client, argv)
         audit_command(ctx, client, b"client", argv, "answered " + result.decode(errors="replace").strip())
         return result
-    if sub == b"pause" and argc == 3:
+    if sub == b"pause":
         n = parse_ll(argv[2])
         if n is None or n < 0:
             return reply.err(b"timeout is not an integer or out of range")
         ctx.runtime.pause_clients(n)
         return reply.OK
-    if sub == b"reply" and argc == 3:
+    if sub == b"reply":
         mode = argv[2].lower()
         modes = {b"on": REPLY_ON, b"off": REPLY_OFF, b"skip": REPLY_SKIP_NEXT}
         if mode not in modes:
             raise SYNTAX
         client.reply_mode = modes[mode]
         return reply.OK
-    if sub == b"setinfo" and argc == 4:
+    if sub == b"setinfo":
         attr = argv[2].lower()
         if attr not in (b"lib-name", b"lib-ver"):
             return reply.err(b"Unrecognized option '" + argv[2] + b"'")
@@ -96,9 +101,9 @@ def client_(ctx, client, argv):
             return reply.err(b"lib-name and lib-ver cannot contain spaces, newlines or special characters.")
         setattr(client, "lib_name" if attr == b"lib-name" else "lib_ver", argv[3])
         return reply.OK
-    if sub == b"id" and argc == 2:
+    if sub == b"id":
         return reply.integer(client.id)
-    if sub == b"no-evict" and argc == 3 and argv[2].lower() in (b"on", b"off"):
+    if sub == b"no-evict" and argv[2].lower() in (b"on", b"off"):
         client.no_evict = argv[2].lower() == b"on"  # maxmemory-clients never closes it (Redis 7)
         return reply.OK
     return CLIENT_SYNTAX

@@ -4,23 +4,26 @@ words)."""
 
 from ..resp import reply
 from . import command
-from .args import parse_int_or_error
+from .args import parse_int_or_error, subcommand
 from .jobs import SYNTAX
 
 
 SLOWLOG_ERR = b"-ERR Unknown SLOWLOG subcommand or wrong # of args. Try GET, RESET, LEN.\r\n"
+SLOWLOG_ARITY = {b"len": 2, b"reset": 2, b"get": (2, 3)}
 
 
 @command("slowlog", -2, "readonly")
 def slowlog(ctx, client, argv):
-    sub = argv[1].lower()
+    sub, fits = subcommand(argv, SLOWLOG_ARITY)
+    if not fits:
+        return SLOWLOG_ERR
     log = ctx.slowlog
-    if sub == b"len" and len(argv) == 2:
+    if sub == b"len":
         return reply.integer(len(log.entries))
-    if sub == b"reset" and len(argv) == 2:
+    if sub == b"reset":
         log.entries.clear()
         return reply.OK
-    if sub == b"get" and len(argv) in (2, 3):
+    if sub == b"get":
         n = 10
         if len(argv) == 3:
             n = parse_int_or_error(argv[2])
@@ -50,21 +53,26 @@ LATENCY_ADVICE = {
 }
 
 
+LATENCY_ARITY = {b"latest": 2, b"history": 3, b"reset": -2, b"doctor": 2}
+
+
 @command("latency", -2, "readonly admin loading")
 def latency(ctx, client, argv):
-    sub = argv[1].lower()
+    sub, fits = subcommand(argv, LATENCY_ARITY)
+    if not fits:
+        raise SYNTAX
     events = ctx.latency.events
-    if sub == b"latest" and len(argv) == 2:
+    if sub == b"latest":
         return reply.array(reply.array((reply.bulk(name), reply.integer(s.samples[-1][0]),
                                         reply.integer(s.samples[-1][1]), reply.integer(s.max)))
                            for name, s in events.items())
-    if sub == b"history" and len(argv) == 3:
+    if sub == b"history":
         series = events.get(argv[2])
         samples = series.samples if series is not None else ()
         return reply.array(reply.array((reply.integer(t), reply.integer(ms))) for t, ms in samples)
     if sub == b"reset":
         return reply.integer(ctx.latency.reset(argv[2:]))
-    if sub == b"doctor" and len(argv) == 2:
+    if sub == b"doctor":
         return reply.bulk(latency_report(ctx))
     raise SYNTAX
 

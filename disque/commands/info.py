@@ -5,6 +5,7 @@ table, in the original's order) and TIME."""
 from .. import DISQUE_VERSION
 from ..resp import reply
 from . import ORDER, TABLE, command
+from .args import subcommand
 from .jobs import SYNTAX
 
 
@@ -148,6 +149,7 @@ def command_entry(cmd) -> bytes:
 
 
 E_SUBCOMMAND = b"-ERR Unknown subcommand or wrong number of arguments.\r\n"
+COMMAND_ARITY = {b"info": -2, b"count": 2}
 
 
 @command("command", 0, "readonly loading")
@@ -155,13 +157,15 @@ def command_(ctx, client, argv):
     if len(argv) == 1:  # a renamed command is listed by its own name, a disabled one not at all
         present = {id(cmd) for cmd in ctx.commands.values()}
         return reply.array(command_entry(TABLE[n]) for n in ORDER if id(TABLE[n]) in present)
-    sub = argv[1].lower()
+    sub, fits = subcommand(argv, COMMAND_ARITY)
+    if not fits:
+        return E_SUBCOMMAND
     if sub == b"info":
         out = []
         for name in argv[2:]:
             cmd = ctx.commands.get(name.lower())
             out.append(command_entry(cmd) if cmd else reply.NULL_BULK)
         return reply.array(out)
-    if sub == b"count" and len(argv) == 2:
+    if sub == b"count":
         return reply.integer(len(ctx.commands))
     return E_SUBCOMMAND
