@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.support.process import NodeProcess, start_cluster
+from tests.support.process import NodeProcess, mesh_fixture
 
 
 @pytest.fixture
@@ -20,22 +20,10 @@ def client(node):
     c.close()
 
 
-@pytest.fixture
-def trio(tmp_path):
-    """Three fresh real nodes in a full mesh, killed after the test."""
-    nodes = start_cluster(tmp_path, 3)
-    yield nodes
-    for n in nodes:
-        n.kill()
-
-
-@pytest.fixture
-def pair(tmp_path):
-    """Two fresh real nodes in a full mesh, killed after the test."""
-    nodes = start_cluster(tmp_path, 2)
-    yield nodes
-    for n in nodes:
-        n.kill()
+# Real clusters: fresh for each test (a module may shadow one with its own
+# mesh_fixture, e.g. one mesh shared by the module's tests).
+trio = mesh_fixture(3)
+pair = mesh_fixture(2)
 
 
 # --- Spark connector (tests/process/test_spark_*.py) --------------------------------
@@ -62,11 +50,5 @@ def spark(spark_session):
     return spark_session
 
 
-@pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory):
-    """Three real nodes in a full mesh, shared by one test module (tests use
-    their own queue names)."""
-    nodes = start_cluster(tmp_path_factory.mktemp("spark-cluster"), 3)
-    yield nodes
-    for n in nodes:
-        n.stop()
+# Three real nodes shared by one Spark test module (tests use their own queue names).
+spark_cluster = mesh_fixture(3, scope="module")

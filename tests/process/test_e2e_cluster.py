@@ -8,7 +8,8 @@ import time
 import pytest
 
 from tests.support.resp import is_error
-from tests.support.process import NodeProcess, call, cluster_info, redis_cli, show, start_cluster, wait_for, wait_full_mesh
+from tests.support.process import (NodeProcess, call, cluster_info, mesh_fixture, redis_cli, show, start_cluster,
+                                   wait_for, wait_full_mesh)
 
 FAST = ("--cluster-node-timeout", "1000")
 
@@ -17,20 +18,8 @@ def holders(nodes, job_id):
     return [i for i, n in enumerate(nodes) if show(n, job_id) is not None]
 
 
-@pytest.fixture(scope="module")
-def trio(tmp_path_factory):
-    nodes = start_cluster(tmp_path_factory.mktemp("trio"), 3)
-    yield nodes
-    for n in nodes:
-        n.stop()
-
-
-@pytest.fixture
-def fresh_trio(tmp_path):
-    nodes = start_cluster(tmp_path, 3, args=FAST)
-    yield nodes
-    for n in nodes:
-        n.kill()
+trio = mesh_fixture(3, scope="module")  # shared by the module's membership tests
+fresh_trio = mesh_fixture(3, args=FAST)
 
 
 # -- membership -------------------------------------------------------------------

@@ -10,17 +10,12 @@ import pytest
 
 from disque.bus import auth, wire
 from disque.core import messages
-from tests.support.process import NodeProcess, call, info, start_cluster, wait_for
+from tests.support.process import NodeProcess, call, info, mesh_fixture, wait_for
 
 PASSWORD = ("--set", "cluster-password=correct horse battery staple")
 
 
-@pytest.fixture(scope="module")
-def trio(tmp_path_factory):
-    nodes = start_cluster(tmp_path_factory.mktemp("password"), 3, args=PASSWORD)
-    yield nodes
-    for n in nodes:
-        n.stop()
+trio = mesh_fixture(3, scope="module", args=PASSWORD)
 
 
 def stats(node):

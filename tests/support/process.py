@@ -312,6 +312,27 @@ def start_cluster(workdir, n, args=(), timeout=30.0, env=None, twistd=None, host
     return join_nodes(nodes, timeout)
 
 
+def mesh_fixture(n, scope="function", args=()):
+    """A pytest fixture: ``n`` fresh real nodes in a full mesh
+    (:func:`start_cluster`, with ``args`` on each node's command line),
+    killed after the test, or after the module with ``scope="module"``
+    (its tests share the nodes and use their own queue names).  The
+    process tier's ``trio``, ``pair`` and ``spark_cluster``
+    (tests/process/conftest.py) are made with it, and so is a module's
+    own mesh: ``trio = mesh_fixture(3, scope="module")``."""
+    import pytest  # here: the tools under tests/tools import this module outside pytest
+
+    def nodes(tmp_path_factory):
+        mesh = start_cluster(tmp_path_factory.mktemp("mesh%d-" % n), n, args=args)
+        yield mesh
+        for node in mesh:
+            node.kill()
+
+    nodes.__doc__ = "%d fresh real nodes in a full mesh%s, killed after the %s." % (
+        n, " (%s)" % " ".join(args) if args else "", "test" if scope == "function" else scope)
+    return pytest.fixture(scope=scope)(nodes)
+
+
 def join_nodes(nodes, timeout=30.0, ready_timeout=None):
     """Start ``nodes`` (NodeProcess, or any with its start/wait_ready/
     client/kill), join them by a chain of MEETs and return them once every
