@@ -61,3 +61,18 @@ def test_twistd_options_build_the_service(tmp_path):
     with pytest.raises(SystemExit) as e:
         bad.parseOptions(["--set", "dedup-window=-5"])
     assert str(e.value).startswith("disque: ") and "dedup-window" in str(e.value)
+
+
+def test_twistd_options_refuse_a_bad_user_line_in_a_fresh_process(tmp_path):
+    """`twistd disque` checks ``user`` lines with the ACL's rules even
+    though nothing but its options module is imported yet."""
+    import subprocess
+    import sys
+
+    code = ("from disque.node.tap import Options\n"
+            "Options().parseOptions(['--set', 'user=a on bogus'])\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == (
+        "disque: command-line option 'user': invalid value 'a on bogus' for 'user': "
+        "Error in user declaration 'bogus': Syntax error")

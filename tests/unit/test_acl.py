@@ -186,3 +186,34 @@ def test_queue_verdicts_follow_the_rules_and_stay_bounded():
     for i in range(acl_mod.MAX_VERDICTS * 2):
         assert u.may_queue(b"c:%d" % i) and not u.may_queue(b"d:%d" % i)
     assert len(u.verdicts) <= acl_mod.MAX_VERDICTS
+
+
+def test_a_bad_user_line_is_refused_by_the_config_with_the_acl_s_words(tmp_path):
+    """The config checks each ``user`` line with the ACL's rules: in the
+    file (with its place), on the command line, and CONFIG SET refuses the
+    directive whatever the value."""
+    from disque.config import Config, ConfigError, ConfigSetError
+
+    path = tmp_path / "disque.conf"
+    refusals = {
+        "user a on bogus": "invalid value 'a on bogus' for 'user': Error in user declaration 'bogus': "
+                           "Syntax error",
+        "user a on >pw ~q:* +@nope": "invalid value 'a on >pw ~q:* +@nope' for 'user': Error in user "
+                                     "declaration '+@nope': Unknown command or category name in ACL",
+        "user bad\x01name on": "invalid value 'bad\x01name on' for 'user': Usernames can't contain spaces "
+                               "or null characters",
+    }
+    for line, why in refusals.items():
+        path.write_text("port 7711\n%s\n" % line)
+        with pytest.raises(ConfigError) as e:
+            Config.from_file(str(path))
+        assert str(e.value) == "%s:2: %s (>>> %s)" % (path, why, line)
+        with pytest.raises(ConfigError) as e:
+            Config.defaults().apply_overrides({"user": line[len("user "):]})
+        assert str(e.value) == "command-line option 'user': %s" % why
+    with pytest.raises(ConfigSetError) as e:
+        Config.defaults().set(b"user", b"a on bogus")
+    assert e.value.args == (b"Unsupported CONFIG parameter: user",)
+    config = Config.defaults()
+    config.apply_overrides({"user": "a on >pw ~q:* +@all"})
+    assert config["user"] == [["a", "on", ">pw", "~q:*", "+@all"]]
