@@ -28,7 +28,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from ..node.heap import frozen_cycles_released
-from ..node.logs import logger, node_log
+from ..logs.node_log import logger, node_log
 from ..node.tls import error_text
 from .protocol import BusProtocol
 

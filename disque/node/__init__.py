@@ -8,7 +8,9 @@ the reactor.
     from disque.node.service import DisqueNodeService
     DisqueNodeService(Config.defaults()).setServiceParent(application)
 
-Importing this package imports nothing: the protocols and the clients
-import the few modules they share with the runtime (``logs``, ``output``,
-``tls``, ``heap``) without loading the rest of it.
+Importing this package imports nothing: the bus links import the few
+modules they share with the runtime (``tls``, ``heap``) without loading
+the rest of it; the node's log, the batched output and the file layer live
+below every layer (``disque.logs``, ``disque.batch_output``,
+``disque.files``).
 """

@@ -39,8 +39,8 @@ one counts every connection at once.
 """
 
 from ..config import Share
-from .log_limit import LogLimit
-from .logs import logger
+from ..logs.limit import LogLimit
+from ..logs.node_log import logger
 
 log = logger("disque.clients")
 

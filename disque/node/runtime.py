@@ -30,14 +30,14 @@ from ..commands.context import Context
 from ..core.membership import new_node_id
 from ..core.node import NodeState
 from ..interfaces import IClientRuntime
-from ..commands.contract import ReplySlot
 from ..commands.dispatcher import dispatch_loading, dispatch_misconf
+from ..logs.node_log import logger
+from ..resp.contract import ReplySlot
 from ..resp.reply import one_line
 from .bushub import BusHub
 from .client_memory import ClientMemory, effective_limit
 from .effects import Effects
 from .facts import ProcessFacts
-from .logs import logger
 from .nodefile import NodeFile
 
 log = logger("disque")
@@ -214,7 +214,7 @@ class NodeRuntime:
         (arity, authentication, ACL, OOM), feeds MONITOR, the slow log, the
         latency monitor and the command statistics, and serves the clients
         blocked on queues that got jobs; it returns the handler's answer
-        (:mod:`disque.commands.contract`: bytes, ``BLOCKED`` or a
+        (:mod:`disque.resp.contract`: bytes, ``BLOCKED`` or a
         ``ReplySlot``)."""
         if self.loading:
             self.dispatch = dispatch_loading

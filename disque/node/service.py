@@ -17,20 +17,19 @@ import os
 
 from twisted.application.service import MultiService
 
-from .. import DISQUE_VERSION
+from .. import DISQUE_VERSION, files
 from ..bus.links import BUS_PORT_OFFSET, Links
 from ..bus.protocol import BusServerFactory
 from ..config import ConfigSetError
+from ..files import remove_stale_temps
 from ..interfaces import IFederationPolicyFactory, IHTTPFrontendFactory, IPersistenceFactory
-from ..persistence import files
-from ..persistence.files import remove_stale_temps
+from ..logs.node_log import logger, node_log
 from ..plugins import make_strategy
 from ..resp.protocol import RespFactory
 from .heap import heap_freezer
 from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptions, client_descriptions,
                         listening_port, open_bus_refusal, server_endpoint, tls_descriptions)
 from .loading import BackgroundLoad
-from .logs import logger, node_log
 from .nodefile import load_nodes_file
 from .runtime import NodeRuntime
 from .timers import IdleClients, Watchdog, hz_timer

@@ -22,10 +22,11 @@ from contextlib import contextmanager
 import pytest
 from twisted.internet.testing import StringTransport
 
+from disque import files
 from disque.config import SPECS, Config, ConfigError
 from disque.core.job import QUEUED
 from disque.core.node import NodeState
-from disque.persistence import aof, files, records, rewrite
+from disque.persistence import aof, records, rewrite
 from disque.persistence.aof import AOFPersistence
 from disque.persistence.records import AOFError
 from disque.persistence.none import NoPersistence

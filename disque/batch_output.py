@@ -16,6 +16,10 @@ their ``flush()`` once the batch is done.  Two things follow:
   (an ``epoll_wait``, ``doWrite``, a second ``epoll_ctl`` to unregister).
   :func:`write_now` sends at once when the transport holds nothing, and
   hands only what the kernel did not take to ``transport.write``.
+
+The RESP protocol (:mod:`disque.resp.output_flow`) and the bus protocol
+(:mod:`disque.bus.protocol`) both mix :class:`BatchOutput` in, so it lives
+below both and imports nothing of the project.
 """
 
 from twisted.internet import tcp

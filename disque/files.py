@@ -19,6 +19,9 @@ Invariants the callers rely on:
   and on disk (temp file fsynced, renamed, directory fsynced), and never a
   temp file behind; the new file is ``0600`` unless the caller names
   another mode (a config file keeps its own).
+
+It stands below every layer that writes a file (the config, the ACL,
+persistence, the node, check_aof) and imports nothing of the project.
 """
 
 import errno

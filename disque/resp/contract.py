@@ -14,9 +14,10 @@ commands (RESP, the HTTP side) handles all three:
 A client's ``reply_mode`` (CLIENT REPLY) says whether the protocol writes
 a command's reply: the ``REPLY_*`` modes below.
 
-Invariant: this module imports nothing; the commands, the RESP protocol,
-the runtime and the HTTP side import the contract from here, so none of
-them reaches into another for it.
+Invariant: this module imports nothing.  It lives in the RESP adapter,
+beside the reply encoders the handlers use (:mod:`disque.resp.reply`): the
+commands and the runtime import it from below them, and the protocol never
+reaches up into the command layer for it.
 """
 
 BLOCKED = object()
