@@ -27,9 +27,7 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from ..node.heap import frozen_cycles_released
 from ..logs.node_log import logger, node_log
-from ..node.tls import error_text
 from .protocol import BusProtocol
 
 log = logger("disque.bus")
@@ -92,7 +90,7 @@ class _TLSLinkProtocol(BusProtocol):
         if not self.handshake_done and not self.link.tls_failing:
             self.link.tls_failing = True
             log.warn("Bus link to {peer}: no TLS handshake ({error}), retrying", peer=self.link.describe(),
-                     error=error_text(reason.value))
+                     error=self.link.links.connector.tls_error_text(reason.value))
         super().connectionLost(reason)
 
 
@@ -101,14 +99,6 @@ class _TLSLinkProtocol(BusProtocol):
 #: without a link.  A connection attempt to a dead peer is cheap (refused,
 #: or left pending until the endpoint's timeout).
 RECONNECT_DELAY = 0.1
-
-
-def _retry_policy(attempt):
-    """The delay before reconnecting after ``attempt`` failures: always
-    ``RECONNECT_DELAY``, no backoff.  A failed attempt may leave a
-    reference cycle the heap freezer holds: say so."""
-    frozen_cycles_released()
-    return RECONNECT_DELAY
 
 
 class PeerLink:
@@ -121,7 +111,8 @@ class PeerLink:
         self.links = links
         self.tls_failing = False  # a TLS handshake failed, and none succeeded since (logged once)
         endpoint = links.connector.endpoint(host.decode(), port + BUS_PORT_OFFSET)
-        self.service = _PeerService(endpoint, _LinkFactory(self), retryPolicy=_retry_policy, clock=links.reactor)
+        self.service = _PeerService(endpoint, _LinkFactory(self), retryPolicy=links.retry_policy,
+                                    clock=links.reactor)
         self.service.startService()
 
     def describe(self) -> str:
@@ -158,18 +149,23 @@ class PeerLink:
 
     def stop(self):
         self.protocol = None
-        frozen_cycles_released()  # the ClientService is a cycle: see disque.node.heap
+        self.links.cycle_released()  # the ClientService is a cycle
         return self.service.stopService()
 
 
 class Links:
     """The node's outbound links, by peer ID; ``connector.endpoint(host,
-    port)`` makes the client endpoint of each."""
+    port)`` makes the client endpoint of each, and with ``tls-cluster yes``
+    ``connector.tls_error_text(error)`` words a failed handshake.
+    ``cycle_released()`` is called each time a link lets go of a reference
+    cycle (a link stopped, a failed connection attempt): the node passes
+    its heap freezer's (:func:`disque.node.heap.frozen_cycles_released`)."""
 
-    def __init__(self, reactor, runtime, connector):
+    def __init__(self, reactor, runtime, connector, cycle_released):
         self.reactor = reactor
         self.runtime = runtime
         self.connector = connector
+        self.cycle_released = cycle_released
         self.tls = getattr(connector, "tls", None) is not None  # tls-cluster yes: links are up after the handshake
         self.by_id = {}
         # node ID -> when its link went down (reactor seconds), until it is
@@ -179,6 +175,13 @@ class Links:
         # node ID -> the latest connection that node opened to our bus port:
         # frames for it go there while our own link to it is down (see send).
         self.inbound = {}
+
+    def retry_policy(self, attempt):
+        """The delay before reconnecting after ``attempt`` failures: always
+        ``RECONNECT_DELAY``, no backoff.  A failed attempt may leave a
+        reference cycle the heap freezer holds: say so."""
+        self.cycle_released()
+        return RECONNECT_DELAY
 
     def ensure(self, node_id, host, port):
         link = self.by_id.get(node_id)

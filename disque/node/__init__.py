@@ -8,9 +8,10 @@ the reactor.
     from disque.node.service import DisqueNodeService
     DisqueNodeService(Config.defaults()).setServiceParent(application)
 
-Importing this package imports nothing: the bus links import the few
-modules they share with the runtime (``tls``, ``heap``) without loading
-the rest of it; the node's log, the batched output and the file layer live
-below every layer (``disque.logs``, ``disque.batch_output``,
-``disque.files``).
+Importing this package imports nothing.  Nothing below the runtime
+imports it: what the protocols, the bus and persistence share with it lives
+below them (``disque.logs``, ``disque.batch_output``, ``disque.files``),
+and the links get what they need of ``tls`` and ``heap`` from the service
+that makes them (``BusConnector.tls_error_text``, the freezer's
+``frozen_cycles_released``).
 """

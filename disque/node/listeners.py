@@ -280,3 +280,11 @@ class BusConnector:
 
             endpoint = wrap_client(self.tls, endpoint)
         return endpoint
+
+    @staticmethod
+    def tls_error_text(error) -> str:
+        """A failed TLS handshake of a link in words (an OpenSSL error's
+        reasons), for the links' log line."""
+        from .tls import error_text
+
+        return error_text(error)

@@ -26,7 +26,7 @@ from ..interfaces import IFederationPolicyFactory, IHTTPFrontendFactory, IPersis
 from ..logs.node_log import logger, node_log
 from ..plugins import make_strategy
 from ..resp.protocol import RespFactory
-from .heap import heap_freezer
+from .heap import frozen_cycles_released, heap_freezer
 from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptions, client_descriptions,
                         listening_port, open_bus_refusal, server_endpoint, tls_descriptions)
 from .loading import BackgroundLoad
@@ -233,7 +233,7 @@ class DisqueNodeService(MultiService):
         runtime.set_time()
         if not self.load.active:  # (else once loaded: no record is written back meanwhile)
             runtime.node.persist = self.persistence.enabled
-        runtime.links = Links(self.reactor, runtime.bus, self.connector)
+        runtime.links = Links(self.reactor, runtime.bus, self.connector, frozen_cycles_released)
         # The listeners before the other children (under twistd they listen
         # already, from privilegedStartService): the first tick, which runs
         # as the tick's TimerService starts, writes the node file and opens

@@ -186,14 +186,23 @@ def test_a_released_frozen_cycle_is_collected_by_a_full_collection(clean_gc, mon
         svc.stopService()
 
 
-def test_a_dropped_bus_link_asks_for_a_full_collection(tmp_path, monkeypatch):
-    """Each link dropped leaves a ClientService cycle (the freezer's case)."""
-    from disque.bus import links
-    from disque.testing import IOSimCluster
+def released_by_the_links(service) -> list:
+    """What the node's links report released, from now on: the node hands
+    them the freezer's ``frozen_cycles_released``, swapped here for a list."""
+    from disque.node import heap
+    links = service.runtime.links
+    assert links.cycle_released is heap.frozen_cycles_released
     released = []
-    monkeypatch.setattr(links, "frozen_cycles_released", lambda: released.append(1))
+    links.cycle_released = lambda: released.append(1)
+    return released
+
+
+def test_a_dropped_bus_link_asks_for_a_full_collection(tmp_path):
+    """Each link dropped leaves a ClientService cycle (the freezer's case)."""
+    from disque.testing import IOSimCluster
     cluster = IOSimCluster(1, tmp_path)
     try:
+        released = released_by_the_links(cluster.services[0])
         cluster.client(0).call("CLUSTER", "MEET", "192.0.2.1", "7711")  # TEST-NET: never answers
         cluster.advance(40.0)  # the handshake expires, its link is dropped
         assert released
@@ -224,13 +233,11 @@ def test_a_slow_full_collection_spaces_the_next_ones_more(clean_gc, monkeypatch)
     assert heap._Released.next_full == 1000.0 + 500.0 and not heap._Released.pending
 
 
-def test_a_failed_link_attempt_asks_for_a_full_collection(tmp_path, monkeypatch):
-    from disque.bus import links
+def test_a_failed_link_attempt_asks_for_a_full_collection(tmp_path):
     from disque.testing import IOSimCluster
-    released = []
-    monkeypatch.setattr(links, "frozen_cycles_released", lambda: released.append(1))
     cluster = IOSimCluster(2, tmp_path)
     try:
+        released = released_by_the_links(cluster.services[0])
         cluster.client(0).call("CLUSTER", "MEET", "127.0.0.1", cluster.ports[1])
         cluster.advance(2.0)
         cluster.kill(1)
