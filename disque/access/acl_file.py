@@ -2,10 +2,16 @@
 (:func:`read_file`, blank lines and ``#`` comments skipped) or the
 config's ``user`` directives already split (:func:`parse_lines`).  The
 words are split as the config file's; each rule is applied as ACL SETUSER
-applies it, so a line that loads is one ACL SETUSER accepts."""
+applies it, so a line that loads is one ACL SETUSER accepts.
+
+Importing this module has the config check its ``user`` lines with these
+rules (:func:`check_user_words`, registered with
+:func:`disque.config.check_users_with`)."""
 
 from .acl import AclError, User, check_name
-from ..config.lexer import split_args
+from ..config import check_users_with
+from ..config.errors import InvalidValue
+from ..config.lexer import split_args, to_bytes
 
 
 def parse_lines(lines, where="") -> dict:
@@ -50,3 +56,15 @@ def read_file(path: str) -> dict:
             raise AclError("%s:%d: unbalanced quotes" % (path, number))
         lines.append((number, words))
     return parse_lines(lines, path)
+
+
+def check_user_words(words) -> None:
+    """The words of a config ``user`` line (its name and rules, text) must
+    load; InvalidValue with the ACL's words if they do not."""
+    try:
+        parse_lines([(0, [b"user"] + [to_bytes(w) for w in words])])
+    except AclError as e:
+        raise InvalidValue(str(e)) from None
+
+
+check_users_with(check_user_words)

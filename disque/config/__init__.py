@@ -21,7 +21,7 @@ one has an effect.
 
 from .errors import ConfigError, ConfigSetError
 from .glob import stringmatch
-from .kinds import KINDS, Kind, Share, Spec
+from .kinds import KINDS, Kind, Share, Spec, check_users_with
 from .lexer import format_memory, parse_memory, quote, split_args
 from .specs import SECRETS, SPECS, TLS_DEFAULT_PROTOCOLS, TLS_PROTOCOLS, is_secret, tls_protocol_range
 from .store import Config
@@ -29,4 +29,4 @@ from .store import Config
 __all__ = ["Config", "ConfigError", "ConfigSetError", "SPECS", "split_args", "quote",
            "parse_memory", "format_memory", "stringmatch", "SECRETS", "is_secret",
            "KINDS", "Kind", "Share", "Spec", "TLS_PROTOCOLS", "TLS_DEFAULT_PROTOCOLS",
-           "tls_protocol_range"]
+           "tls_protocol_range", "check_users_with"]

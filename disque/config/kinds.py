@@ -150,7 +150,8 @@ KINDS = {
                 lambda v: " ".join("%s %d %d %d" % (c, *lim) for c, lim in v.items()), _dump_output_limits),
     "pairs": Kind(2, "<command> <new name>", lambda s, a, c: c + [tuple(a)], repr,
                   lambda s, v: []),
-    # ACL users (disque/access/acl.py): one "user <name> <rule>..." line each.
+    # ACL users: one "user <name> <rule>..." line each, checked with the ACL's
+    # rules (check_users_with).
     "users": Kind(-1, "<name> [<rule> ...]", lambda s, a, c: _check_user_line(a) and c + [list(a)], repr,
                   lambda s, v: [(b" ".join(map(_acl_rule_word, words)), True) for words in v]),
     # Twisted endpoint strings, parsed when the node is built (no twisted here).
@@ -160,15 +161,25 @@ KINDS = {
 }
 
 
-def _check_user_line(words):
-    """A ``user`` line's name and rules must parse (disque.access.acl)."""
-    from ..access.acl_file import parse_lines
-    from ..access.acl import AclError
+#: The check of a ``user`` line's words; see :func:`check_users_with`.
+_user_check = None
 
-    try:
-        parse_lines([(0, [b"user"] + [to_bytes(w) for w in words])])
-    except AclError as e:
-        raise InvalidValue(str(e)) from None
+
+def check_users_with(check) -> None:
+    """Check every ``user`` line from now on (the file's, the command
+    line's) with ``check(words)``, which raises InvalidValue saying what is
+    wrong with the name or a rule.  The rules are the ACL's, above this
+    package: :mod:`disque.access.acl_file` registers its check when it is
+    imported, which importing the node service or ``twistd disque``'s
+    options does.  A config read with no check registered takes the lines
+    as they are, and the node refuses a bad one when it starts."""
+    global _user_check
+    _user_check = check
+
+
+def _check_user_line(words):
+    if _user_check is not None:
+        _user_check(words)
     return True
 
 

@@ -14,6 +14,8 @@ import sys
 
 from twisted.python import usage
 
+# For its effect: the config checks the user lines it reads with the ACL's rules.
+from ..access import acl_file  # noqa: F401
 from ..config import Config, ConfigError
 
 # Options with their own flag, mapped to config directives.
