@@ -1,7 +1,10 @@
 """The core must stay pure: no twisted, no sockets, no files, no clock, and
 no import of the rest of the package (whose adapters are impure).  Every
 module below ``disque/core`` is read, subpackages included; relative
-imports are resolved, so ``from ..node.service import x`` is caught too."""
+imports are resolved, so ``from ..node.service import x`` is caught too.
+
+And the packages import down their layers only (:data:`LAYERS`): no
+import, at the top of a module or inside a function, runs back up."""
 
 import ast
 import pathlib
@@ -113,3 +116,85 @@ def _planted_upward_import():
     root.mkdir()
     (root / "x.py").write_text("from .. import commands\n")
     return list(imports(root, "disque.resp"))
+
+
+# -- the layers ---------------------------------------------------------------
+
+#: Each part of ``disque`` (a subpackage, or a module of the package itself)
+#: and its layer (docs/architecture.md).  A module imports parts of lower
+#: layers only, and of its own layer only where SIDEWAYS names the pair.
+LAYERS = {
+    # imports nothing of the project
+    "logs": 0, "batch_output": 0, "files": 0,
+    # the pure core, the config, the plugin interfaces
+    "core": 1, "config": 1, "interfaces": 1,
+    # the bus, who may do what, strategies by name
+    "bus": 2, "access": 2, "plugins": 2,
+    # RESP, persistence strategies, federation policies
+    "resp": 3, "persistence": 3, "federation": 3,
+    # the command table, the clients, the command-line tools
+    "commands": 4, "client": 4, "tools": 4,
+    # the node runtime and what stands on it
+    "node": 5, "http": 5, "spark": 5, "worker": 5, "testing": 5,
+}
+SIDEWAYS = {
+    ("persistence", "resp"): "the AOF is RESP: its scanner reads records with the RESP codec",
+    ("node", "http"): "the service builds the HTTP side's access site",
+    ("testing", "node"): "IOSimCluster runs real node services",
+}
+
+
+def part_of(name: str):
+    """The part of ``disque`` a module name belongs to; "" for the package
+    itself (``disque``, ``from .. import DISQUE_VERSION``), None outside."""
+    parts = name.split(".")
+    if parts[0] != "disque":
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else ""
+
+
+def upward_imports(root: pathlib.Path) -> list:
+    """Every import of a module below ``root`` (the directory of the
+    ``disque`` package) that runs back up, or sideways where SIDEWAYS does
+    not allow it, as readable strings; and every part with no layer."""
+    found = []
+    for path in sorted(root.iterdir()):
+        name = path.stem if path.suffix == ".py" else path.name
+        if (path.suffix == ".py" or (path / "__init__.py").exists()) and name != "__init__" \
+                and name not in LAYERS:
+            found.append("disque.%s has no layer in LAYERS" % name)
+    for rel, name in imports(root, "disque"):
+        src, dst = part_of(".".join(("disque",) + rel.parts)), part_of(name)
+        if not src or not dst or src == dst:
+            continue
+        if LAYERS[dst] > LAYERS[src] or LAYERS[dst] == LAYERS[src] and (src, dst) not in SIDEWAYS:
+            found.append("%s imports %s: %s (layer %d) -> %s (layer %d)" % (
+                rel, name, src, LAYERS[src], dst, LAYERS[dst]))
+    return found
+
+
+def test_no_import_runs_back_up_the_layers():
+    root = pathlib.Path(disque.core.__file__).parent.parent
+    assert upward_imports(root) == []
+
+
+def test_the_layer_check_can_fail(tmp_path):
+    """Planted: an import up (lazy, in a function), one sideways, a part
+    with no layer; imports down, within a part and of the package itself
+    pass."""
+    root = tmp_path / "disque"
+    for part in ("resp", "bus", "node", "extra"):
+        (root / part).mkdir(parents=True)
+        (root / part / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "logs.py").write_text("")
+    (root / "resp" / "protocol.py").write_text(
+        "from .. import DISQUE_VERSION\nfrom ..logs import logger\nfrom .codec import parse\n"
+        "def f():\n    from ..node.service import x\n")
+    (root / "bus" / "links.py").write_text("import disque.access.acl\nfrom ..core import node\n")
+    (root / "node" / "service.py").write_text("from ..resp import protocol\nfrom ..http import site\n")
+    assert upward_imports(root) == [
+        "disque.extra has no layer in LAYERS",
+        "bus/links imports disque.access.acl: bus (layer 2) -> access (layer 2)",
+        "resp/protocol imports disque.node.service: resp (layer 3) -> node (layer 5)",
+    ]
