@@ -245,7 +245,7 @@ class INodeRuntime(Interface):
 
 class IConnectionHost(Interface):
     """What every protocol of the node (client or bus) reads where it is
-    hosted: its connections keep their output (disque.batch_output) in
+    hosted: its connections keep their output (disque.io.batch_output) in
     ``effects.pending_output`` until the batch ends."""
 
     reactor = Attribute("The reactor: the clock, delayed calls, deadlines.")
@@ -277,7 +277,7 @@ class IClientRuntime(INodeRuntime, IConnectionHost):
         ACL, -LOADING, -MISCONF, OOM) and feeds MONITOR, the slow log and
         the command statistics; serve the clients its jobs unblock.
         Returns bytes, ``BLOCKED`` or a ``ReplySlot``
-        (disque.resp.contract).  No request runs a handler another way.
+        (disque.contract).  No request runs a handler another way.
         (A bound callable, swapped with the node's state: fetch it anew for
         each batch.)"""
 

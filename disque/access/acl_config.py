@@ -68,7 +68,7 @@ def load_file(acl, config) -> None:
 
 def save_file(acl, config) -> None:
     """ACL SAVE: every user, as ACL LIST shows them, written atomically."""
-    from ..files import OS, atomic_write
+    from ..io.files import OS, atomic_write
 
     atomic_write(OS, aclfile_path(config), b"".join(line + b"\n" for line in acl.lines()))
 

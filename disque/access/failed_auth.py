@@ -11,7 +11,7 @@ are reported here, and so are clients refused by protected mode
 The log (:class:`FailedAuth`) gets one warning per kind and source address
 when its first event comes, then nothing more from that source for
 :data:`WINDOW` seconds; the next line says how many it did not log
-(:class:`disque.logs.limit.LogLimit`).  A
+(:class:`disque.io.log_limit.LogLimit`).  A
 password-guessing client thus costs the log a line a minute, not a line
 per attempt.
 
@@ -34,7 +34,7 @@ treated as new: its next event is logged, its next failure the first).
 
 from collections import deque
 
-from ..logs.limit import LogLimit
+from ..io.log_limit import LogLimit
 
 WINDOW = 60.0
 MAX_SOURCES = 4096

@@ -27,7 +27,7 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from ..logs.node_log import logger, node_log
+from ..io.logs import logger, node_log
 from .protocol import BusProtocol
 
 log = logger("disque.bus")

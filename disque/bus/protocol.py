@@ -49,8 +49,8 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.protocols.basic import Int32StringReceiver
 from zope.interface import implementer
 
-from ..batch_output import BatchOutput, write_now
-from ..logs.node_log import logger
+from ..io.batch_output import BatchOutput, write_now
+from ..io.logs import logger
 from . import auth, wire
 
 log = logger("disque.bus")
@@ -228,7 +228,7 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
     def send_frame(self, frame: bytes):
         """Keep ``frame`` for :meth:`flush`, which the runtime calls when the
         batch is done: the frames of a batch go to this peer in one write
-        (:mod:`disque.batch_output`)."""
+        (:mod:`disque.io.batch_output`)."""
         if not self.closed:
             self.keep(_LENGTH(len(frame)), frame)
 

@@ -5,8 +5,8 @@ with the Redis convention, flags as shown by COMMAND, handler), filled by
 the handler modules (``jobs``, ``queues``, ``server``) when :func:`load`
 imports them.  Handlers return the reply encoded with the RESP encoders
 (:mod:`disque.resp.reply`, so replies are byte for byte the original's),
-:data:`~disque.resp.contract.BLOCKED` when the client is parked, or a
-:class:`~disque.resp.contract.ReplySlot` for a reply that comes later
+:data:`~disque.contract.BLOCKED` when the client is parked, or a
+:class:`~disque.contract.ReplySlot` for a reply that comes later
 without holding up the pipeline (:mod:`.contract`, the handler/protocol
 contract).  :mod:`.dispatcher` runs them: the one dispatch every request
 goes through (``NodeRuntime.run_command``), with every check in one place.

@@ -5,7 +5,7 @@ RESETSTAT, REWRITE), SHUTDOWN, BGREWRITEAOF and DEBUG (where
 from ..config import ConfigSetError
 from ..access.protection import DEBUG_NOT_ALLOWED, debug_allowed
 from ..resp import reply
-from ..resp.contract import BLOCKED
+from ..contract import BLOCKED
 from . import TABLE, command
 from .args import subcommand
 from .audit import audit_command

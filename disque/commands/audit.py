@@ -14,7 +14,7 @@ The command's arguments are shown as MONITOR shows them (quoted, escaped:
 a newline in a value cannot forge a line) after :mod:`.redact`.
 """
 
-from ..logs.node_log import logger
+from ..io.logs import logger
 from .shown import quoted
 from .redact import redacted
 

@@ -5,7 +5,7 @@ KILL, names, PAUSE, REPLY modes) and MONITOR."""
 import re
 
 from ..resp import reply
-from ..resp.contract import REPLY_OFF, REPLY_ON, REPLY_SKIP_NEXT
+from ..contract import REPLY_OFF, REPLY_ON, REPLY_SKIP_NEXT
 from . import command
 from .audit import audit_command
 from .shown import client_info, client_line

@@ -10,7 +10,7 @@ tests build a real one on a ``task.Clock``).
 from collections import deque
 
 from ..access.acl_config import acl_from_config
-from ..resp.contract import REPLY_ON
+from ..contract import REPLY_ON
 
 
 class ClientState:

@@ -9,7 +9,7 @@ from ..core.options import JobOptions
 from ..core.dedup import MAX_KEY_LEN
 from ..core.errors import CommandError
 from ..resp import reply
-from ..resp.contract import ReplySlot
+from ..contract import ReplySlot
 from . import command
 from .views import job_fields
 from .args import parse_cursor, parse_int_or_error, parse_ll, parse_timeout, validate_ids

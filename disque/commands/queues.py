@@ -3,7 +3,7 @@
 from ..core.errors import CommandError
 from ..core.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PAUSE_NAMES
 from ..resp import reply
-from ..resp.contract import BLOCKED
+from ..contract import BLOCKED
 from . import command
 from .args import parse_int_or_error, parse_ll, parse_timeout
 from .jobs import SYNTAX, scan_options, scan_reply

@@ -2,13 +2,13 @@
 (comments, unknown directives and includes kept; each known directive in
 its old place; new non-default values appended after a signature line),
 and writing it so that readers see the old file or the new, never half
-(:func:`disque.files.atomic_write`: temp file, fsync, rename,
+(:func:`disque.io.files.atomic_write`: temp file, fsync, rename,
 directory fsync), with the permissions the file had."""
 
 import os
 import stat
 
-from ..files import OS, atomic_write
+from ..io.files import OS, atomic_write
 from .kinds import KINDS
 from .lexer import split_args, to_text
 from .specs import SPECS

@@ -70,7 +70,7 @@ class Notice(NamedTuple):
     level.  What a stranger can repeat at will (a MEET, a message from a
     node that is not a member) carries a ``key``: the runtime logs the
     notices of one key at most once a minute, saying how many it folded
-    (disque.logs.limit); None: every one is logged."""
+    (disque.io.log_limit); None: every one is logged."""
 
     text: str
     key: Any = None

@@ -19,7 +19,7 @@ from zope.interface import implementer
 from ..bus import auth as bus_auth, wire
 from ..core import messages
 from ..interfaces import IBusHub
-from ..logs.node_log import logger
+from ..io.logs import logger
 
 log = logger("disque")
 
@@ -42,7 +42,7 @@ class BusHub:
 
     @property
     def effects(self):
-        """Where the bus protocols keep their output (disque.batch_output)."""
+        """Where the bus protocols keep their output (disque.io.batch_output)."""
         return self.runtime.effects
 
     @property

@@ -39,8 +39,8 @@ one counts every connection at once.
 """
 
 from ..config import Share
-from ..logs.limit import LogLimit
-from ..logs.node_log import logger
+from ..io.log_limit import LogLimit
+from ..io.logs import logger
 
 log = logger("disque.clients")
 

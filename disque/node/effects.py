@@ -3,7 +3,7 @@
 The core returns effects (``disque.core.effects``); :class:`Effects`
 executes them in order (``drain``) and decides when what the connections
 kept leaves (``end_batch``, ``end_turn``).  Connections keep their output
-(:class:`disque.batch_output.BatchOutput`) and join ``pending_output``;
+(:class:`disque.io.batch_output.BatchOutput`) and join ``pending_output``;
 at the end of each batch -- or, with ``output-flush turn``, once per
 reactor turn and every ``MAX_TURN_MS`` within a long one -- the AOF is
 written first, then every kept output leaves, one write per connection.
@@ -16,8 +16,8 @@ This is the request path: keep it cheap (docs/benchmarks.md).
 """
 
 from ..core.effects import execute
-from ..logs.limit import LogLimit
-from ..logs.node_log import logger
+from ..io.log_limit import LogLimit
+from ..io.logs import logger
 
 log = logger("disque")
 
@@ -37,7 +37,7 @@ class Effects:
         self.persistence = runtime.persistence
         self.reactor = runtime.reactor
         self.bus = runtime.bus  # the version choice of bus frames (BusHub.frame)
-        self.pending_output = []  # connections with output kept until the batch ends (disque.batch_output)
+        self.pending_output = []  # connections with output kept until the batch ends (disque.io.batch_output)
         # Connections whose output waits for the AOF (end_turn): they got
         # output in a turn whose records the AOF could not write.  Their
         # later output queues behind (order), and all of it leaves once
@@ -165,7 +165,7 @@ class Effects:
             runtime.client_memory.check()
 
     def flush_output(self):
-        """Send what every connection wrote in this batch (disque.batch_output)."""
+        """Send what every connection wrote in this batch (disque.io.batch_output)."""
         pending = self.pending_output
         self.pending_output = []
         for conn in pending:

@@ -18,7 +18,7 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from ..interfaces import LoadError
-from ..logs.node_log import logger
+from ..io.logs import logger
 
 log = logger("disque")
 

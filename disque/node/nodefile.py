@@ -2,16 +2,16 @@
 knows, saved whenever the cluster view changes and read at start-up.
 
 Invariants: the file is replaced crash-safely (temp file, fsync, rename,
-directory fsync: :func:`disque.files.atomic_write`); the
+directory fsync: :func:`disque.io.files.atomic_write`); the
 cluster stays dirty until it is written, so a failed save is retried (at
 most once a tick), logged once until it works again, and shown by INFO
 (``nodes_file_status``).
 """
 
-from .. import files
+from ..io import files
 from ..core.node_file_format import parse_nodes_file
-from ..files import atomic_write
-from ..logs.node_log import logger
+from ..io.files import atomic_write
+from ..io.logs import logger
 
 log = logger("disque")
 

@@ -31,8 +31,8 @@ from ..core.membership import new_node_id
 from ..core.node import NodeState
 from ..interfaces import IClientRuntime
 from ..commands.dispatcher import dispatch_loading, dispatch_misconf
-from ..logs.node_log import logger
-from ..resp.contract import ReplySlot
+from ..io.logs import logger
+from ..contract import ReplySlot
 from ..resp.reply import one_line
 from .bushub import BusHub
 from .client_memory import ClientMemory, effective_limit
@@ -214,7 +214,7 @@ class NodeRuntime:
         (arity, authentication, ACL, OOM), feeds MONITOR, the slow log, the
         latency monitor and the command statistics, and serves the clients
         blocked on queues that got jobs; it returns the handler's answer
-        (:mod:`disque.resp.contract`: bytes, ``BLOCKED`` or a
+        (:mod:`disque.contract`: bytes, ``BLOCKED`` or a
         ``ReplySlot``)."""
         if self.loading:
             self.dispatch = dispatch_loading

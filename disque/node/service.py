@@ -17,13 +17,14 @@ import os
 
 from twisted.application.service import MultiService
 
-from .. import DISQUE_VERSION, files
+from .. import DISQUE_VERSION
+from ..io import files
 from ..bus.links import BUS_PORT_OFFSET, Links
 from ..bus.protocol import BusServerFactory
 from ..config import ConfigSetError
-from ..files import remove_stale_temps
+from ..io.files import remove_stale_temps
 from ..interfaces import IFederationPolicyFactory, IHTTPFrontendFactory, IPersistenceFactory
-from ..logs.node_log import logger, node_log
+from ..io.logs import logger, node_log
 from ..plugins import make_strategy
 from ..resp.protocol import RespFactory
 from .heap import frozen_cycles_released, heap_freezer

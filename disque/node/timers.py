@@ -38,7 +38,7 @@ from twisted.application.service import Service
 from twisted.internet import task
 
 from ..config import ConfigSetError
-from ..logs.node_log import logger
+from ..io.logs import logger
 
 log = logger("disque.timers")
 clients_log = logger("disque.clients")

@@ -61,9 +61,9 @@ from twisted.internet import threads
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from ..files import OS, PartialWrite, remove_stale_temps, write_all
+from ..io.files import OS, PartialWrite, remove_stale_temps, write_all
 from ..interfaces import IPersistence
-from ..logs.node_log import logger
+from ..io.logs import logger
 from .load import Load
 from .records import MARKER, AOFError, record_bytes
 from .rewrite import REWRITE_STEP, Rewrite
@@ -90,7 +90,7 @@ class AOFPersistence:
         self.rewrite_step = rewrite_step
         self.sync_load_max = sync_load_max
         self.clock = clock or (lambda: time.time())
-        self.fs = fs or OS  # every write, fsync, truncate and rename (disque/files.py)
+        self.fs = fs or OS  # every write, fsync, truncate and rename (disque/io/files.py)
         self.path = os.path.join(config["dir"], config["appendfilename"])
         self.node = None  # the node whose state a repairing rewrite writes (known from the load)
         self.fd = None

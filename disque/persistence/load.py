@@ -7,7 +7,7 @@ import math
 import os
 import time
 
-from ..logs.node_log import logger
+from ..io.logs import logger
 from .records import DAMAGE, DELJOB, LOADJOB, AOFError
 from .scan import scan_records
 

@@ -8,8 +8,8 @@ import os
 import time
 
 from ..core.job import ACKED, WAIT_REPL
-from ..files import rewrite_temp_path, write_all
-from ..logs.node_log import logger
+from ..io.files import rewrite_temp_path, write_all
+from ..io.logs import logger
 from .load import progress
 from .records import MARKER, record_bytes
 

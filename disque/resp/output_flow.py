@@ -23,11 +23,11 @@ A batch stops once its replies pass :data:`BATCH_OUTPUT` bytes
 replies are written and the transport has room -- at once if the client
 reads, else when it drains.
 
-A :class:`~disque.resp.contract.ReplySlot` keeps its place: replies made
+A :class:`~disque.contract.ReplySlot` keeps its place: replies made
 after it wait in ``slots`` until it is filled, then leave together.
 
 Invariants: replies leave in the order of their requests; one write per
-batch (:mod:`disque.batch_output`); ``backlog`` is None exactly while the
+batch (:mod:`disque.io.batch_output`); ``backlog`` is None exactly while the
 transport has room.  The host class provides ``runtime`` (an
 ``IClientRuntime``), ``transport``, ``client``, ``closing``, ``resume()``
 (run the requests waiting) and ``abort()`` (close at once).
@@ -36,9 +36,9 @@ transport has room.  The host class provides ``runtime`` (an
 from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
-from ..batch_output import BatchOutput, write_now
-from ..logs.node_log import logger
-from .contract import ReplySlot
+from ..io.batch_output import BatchOutput, write_now
+from ..io.logs import logger
+from ..contract import ReplySlot
 
 log = logger("disque.clients")
 
@@ -80,7 +80,7 @@ class OutputFlow(BatchOutput):
 
     def _write(self, data):
         """Keep ``data`` for :meth:`flush`, which the runtime calls when the
-        batch is done (:mod:`disque.batch_output`)."""
+        batch is done (:mod:`disque.io.batch_output`)."""
         runtime = self.runtime
         runtime.ctx.stats.net_out += len(data)
         self.client.atime = runtime.now_ms() // 1000  # a reply is activity too (timeout, CLIENT LIST idle=)

@@ -1,7 +1,7 @@
 """The client-facing RESP protocol: parse, dispatch, write, park.
 
 One ``dataReceived`` parses every complete request, runs them in order and
-answers with a single write when the batch is done (:mod:`disque.batch_output`:
+answers with a single write when the batch is done (:mod:`disque.io.batch_output`:
 after the AOF, straight to the socket).  A command that blocks (GETJOB
 with no job) parks the connection: later pipelined requests wait, in order,
 until the node delivers the parked reply (``deliver``), as in Redis.
@@ -14,7 +14,7 @@ count against the hard output limit as they are made: a pipeline of
 requests for big replies is dropped once the hard limit is passed, without
 making the rest of them.  Requests run through the runtime's one front
 door (``runtime.run_command``, :mod:`disque.commands.dispatcher`), and
-their answers follow :mod:`disque.resp.contract`.
+their answers follow :mod:`disque.contract`.
 
 One read can hold a thousand requests, each asking for a big reply (SHOW
 of a large job): a batch stops once its replies pass ``BATCH_OUTPUT``
@@ -53,9 +53,9 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.protocols.policies import ProtocolWrapper
 
 from ..access.protection import DENIED, DENIED_REASON, is_local, protected
-from ..logs.node_log import logger
+from ..io.logs import logger
 from .codec import ARG_OVERHEAD, ProtocolError, RequestParser
-from .contract import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
+from ..contract import BLOCKED, REPLY_ON, REPLY_SKIP, REPLY_SKIP_NEXT, ReplySlot
 from .output_flow import BATCH_OUTPUT, OutputFlow
 
 log = logger("disque.clients")

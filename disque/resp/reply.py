@@ -3,7 +3,7 @@
 Handlers return already encoded replies, so a pipeline of N commands becomes
 N byte strings joined once and written once.  What a handler may return
 besides an encoded reply (BLOCKED, a ReplySlot) and the CLIENT REPLY
-modes are the handler/protocol contract: :mod:`disque.resp.contract`.
+modes are the handler/protocol contract: :mod:`disque.contract`.
 """
 
 OK = b"+OK\r\n"

@@ -29,7 +29,7 @@ import os
 import shutil
 import sys
 
-from ..files import OS, atomic_write
+from ..io.files import OS, atomic_write
 from ..persistence.records import DAMAGE, AOFError
 from ..persistence.scan import scan_records
 

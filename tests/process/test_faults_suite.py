@@ -200,7 +200,7 @@ FAULTNODE_RUN = textwrap.dedent("""
     import os, sys
     from tests.tools import faultnode
     faultnode.install(sys.argv[1])
-    from disque.files import OS, atomic_write, write_all
+    from disque.io.files import OS, atomic_write, write_all
     d = sys.argv[2]
     aof = os.path.join(d, "disque.aof")
     fd = OS.open_append(aof)

@@ -12,7 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from disque.node.client_memory import MIN_LIMIT, effective_limit
 from disque.config import Share
 from disque.http.metrics import render
-from disque.batch_output import BatchOutput
+from disque.io.batch_output import BatchOutput
 from tests.support.storage_faults import FaultyFileSystem
 from tests.support.memory import Node, captured_log, cmd, texts
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 import pytest
 from twisted.internet.testing import StringTransport
 
-from disque import files
+from disque.io import files
 from disque.config import SPECS, Config, ConfigError
 from disque.core.job import QUEUED
 from disque.core.node import NodeState

@@ -1,4 +1,4 @@
-"""The node's log in memory (disque.logs.node_log): levels, the log file, syslog,
+"""The node's log in memory (disque.io.logs): levels, the log file, syslog,
 and how a running node follows CONFIG SET loglevel."""
 
 import os
@@ -7,7 +7,7 @@ import pytest
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 
 from disque.config import Config
-from disque.logs.node_log import LEVELS, NodeLog, logger
+from disque.io.logs import LEVELS, NodeLog, logger
 
 from tests.support.memory import FakeSyslog, Node
 
@@ -132,7 +132,7 @@ def test_the_node_modules_log_through_the_node_log():
     import disque.node.runtime
     import disque.node.service
     import disque.node.timers
-    from disque.logs.node_log import node_log
+    from disque.io.logs import node_log
 
     for module in (disque.bus.links, disque.bus.protocol, disque.persistence.aof, disque.resp.protocol,
                    disque.node.runtime, disque.node.service, disque.node.timers):
@@ -143,7 +143,7 @@ def test_the_node_modules_log_through_the_node_log():
 
 def test_a_node_service_follows_and_then_lets_go(tmp_path, published):
     node = Node(tmp_path, {"loglevel": "warning"})
-    from disque.logs.node_log import node_log
+    from disque.io.logs import node_log
 
     assert node_log.level is LogLevel.warn
     node.connect().call("CONFIG", "SET", "loglevel", "verbose")

@@ -1,4 +1,4 @@
-"""disque.batch_output: replies leave when the batch ends, after the AOF, in one
+"""disque.io.batch_output: replies leave when the batch ends, after the AOF, in one
 write, straight to the socket when the transport holds nothing.
 
 write_now is checked on Twisted's real TCP transport class around a real
@@ -13,8 +13,8 @@ import pytest
 from twisted.internet import tcp
 from twisted.internet.testing import StringTransport
 
-from disque import files
-from disque.batch_output import write_now
+from disque.io import files
+from disque.io.batch_output import write_now
 from tests.support.memory import cmd
 
 

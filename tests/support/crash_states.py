@@ -5,7 +5,7 @@ A kill -9 loses nothing the kernel was given; a power cut or a kernel
 crash loses what the kernel had not put on the disk yet, and what it may
 lose is not just "the last few bytes".  This module records every call the
 persistence layer makes to the disk under a workload
-(:class:`RecordingFileSystem`, a :class:`disque.files.FileSystem`
+(:class:`RecordingFileSystem`, a :class:`disque.io.files.FileSystem`
 doing the real calls in the node's directory and logging them), with the
 moment each reply left for the client; then builds every state the disk may
 be in after a crash at each point of that log (:func:`crash_states`), starts
@@ -110,11 +110,12 @@ from collections import namedtuple
 import hiredis
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
-from disque import files, plugins
+from disque import plugins
+from disque.io import files
 from disque.config import Config
 from disque.core.job import QUEUED
 from disque.interfaces import LoadError
-from disque.files import FileSystem
+from disque.io.files import FileSystem
 from disque.persistence import aof as aof_module
 from disque.resp.protocol import RespProtocol
 from disque.node.service import DisqueNodeService

@@ -1,4 +1,4 @@
-"""A file layer that fails on demand (disque/files.py): a disk
+"""A file layer that fails on demand (disque/io/files.py): a disk
 with ``room`` bytes left (writes beyond it are short, then fail with
 ENOSPC), fsyncs that fail with EIO, truncates that fail.  Every call is
 made for real on the real file descriptors; only the failures are
@@ -7,7 +7,7 @@ invented."""
 import errno
 import os
 
-from disque.files import FileSystem
+from disque.io.files import FileSystem
 
 
 class FaultyFileSystem(FileSystem):

@@ -4,7 +4,7 @@ durable, for the power-cut nemesis of ``tests/tools/faults.py``.
     python tests/tools/faultnode.py SYNCLOG -n --pidfile= -l LOG disque --dir DIR ...
 
 Everything after SYNCLOG is twistd's command line.  Before twistd runs, the
-methods of :class:`disque.files.FileSystem` (the one door the
+methods of :class:`disque.io.files.FileSystem` (the one door the
 AOF and the node file have to the disk, so every instance, ``files.OS``
 included) are wrapped to append one line per event to SYNCLOG, with a
 single ``write(2)`` on an ``O_APPEND`` descriptor (whole lines, also from
@@ -49,7 +49,7 @@ def _ident(st):
 def install(synclog):
     """Wrap FileSystem's methods to log to ``synclog``."""
     global _fd
-    from disque import files
+    from disque.io import files
 
     _fd = os.open(synclog, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     fs = files.FileSystem

@@ -1,4 +1,4 @@
-"""The one atomic write (disque.files.atomic_write) and its
+"""The one atomic write (disque.io.files.atomic_write) and its
 users outside persistence: CONFIG REWRITE's config file and check_aof's
 repair go through it, with their files' permission bits."""
 
@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from disque.config.rewrite import write_config
-from disque.files import FileSystem, atomic_write
+from disque.io.files import FileSystem, atomic_write
 
 
 class Recording(FileSystem):

@@ -14,10 +14,10 @@ commands (RESP, the HTTP side) handles all three:
 A client's ``reply_mode`` (CLIENT REPLY) says whether the protocol writes
 a command's reply: the ``REPLY_*`` modes below.
 
-Invariant: this module imports nothing.  It lives in the RESP adapter,
-beside the reply encoders the handlers use (:mod:`disque.resp.reply`): the
-commands and the runtime import it from below them, and the protocol never
-reaches up into the command layer for it.
+Invariant: this module imports nothing.  It is a seam, as
+:mod:`disque.interfaces` is: it belongs neither to the commands nor to an
+adapter, so the commands, the runtime and every protocol import it from
+below them, and no protocol reaches into the command layer for it.
 """
 
 BLOCKED = object()
