@@ -10,7 +10,7 @@ the reactor.
 
 Importing this package imports nothing.  Nothing below the runtime
 imports it: what the protocols, the bus and persistence share with it lives
-below them (``disque.logs``, ``disque.io.batch_output``, ``disque.io.files``),
+below them (``disque.io``: the log, batched output, the files),
 and the links get what they need of ``tls`` and ``heap`` from the service
 that makes them (``BusConnector.tls_error_text``, the freezer's
 ``frozen_cycles_released``).
