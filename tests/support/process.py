@@ -48,6 +48,15 @@ def _die_with_parent():
         pass
 
 
+def read_log(path) -> str:
+    """The text of a process's log file ("" while there is none)."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def twistd_path() -> str:
     candidate = os.path.join(os.path.dirname(sys.executable), "twistd")
     return candidate if os.path.exists(candidate) else shutil.which("twistd")
@@ -117,11 +126,7 @@ class NodeProcess:
         raise RuntimeError("node on port %d not ready:\n%s" % (self.port, self.log()))
 
     def log(self):
-        try:
-            with open(self.logpath, errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
+        return read_log(self.logpath)
 
     def log_tail(self, lines=80):
         """The last ``lines`` lines of the log, and how the process is."""
