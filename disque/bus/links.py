@@ -55,8 +55,11 @@ class _LinkFactory(Factory):
     def buildProtocol(self, addr):
         link = self.link
         if link.links.tls:
-            return _TLSLinkProtocol(link, link.runtime, link.node_id, link.connected)
-        return BusProtocol(link.runtime, link.node_id, link.connected)
+            protocol = _TLSLinkProtocol(link, link.runtime, link.node_id, link.connected)
+        else:
+            protocol = BusProtocol(link.runtime, link.node_id, link.connected)
+        link.connection = protocol
+        return protocol
 
 
 @implementer(IHandshakeListener)
@@ -100,6 +103,12 @@ class _TLSLinkProtocol(BusProtocol):
 #: or left pending until the endpoint's timeout).
 RECONNECT_DELAY = 0.1
 
+#: Seconds a stopped link's connection has to close cleanly (what was
+#: written sent; under TLS, the peer's close_notify back) before it is
+#: aborted: a peer that stopped reading or answering (a stopped process, a
+#: half-open connection) would hold it, and the node stopping, for ever.
+CLOSE_GRACE = 2.0
+
 
 class PeerLink:
     def __init__(self, links, node_id, host, port):
@@ -108,6 +117,7 @@ class PeerLink:
         self.host = host
         self.port = port
         self.protocol = None
+        self.connection = None  # the latest connection of the link, up or not (_LinkFactory)
         self.links = links
         self.tls_failing = False  # a TLS handshake failed, and none succeeded since (logged once)
         endpoint = links.connector.endpoint(host.decode(), port + BUS_PORT_OFFSET)
@@ -128,6 +138,8 @@ class PeerLink:
         self.runtime.bus_link_up(self.node_id)
 
     def lost(self, protocol):
+        if self.connection is protocol:
+            self.connection = None
         if self.protocol is protocol:
             self.protocol = None
             if self.node_id not in self.links.down_since:
@@ -148,9 +160,31 @@ class PeerLink:
             self.protocol.node_id = node_id
 
     def stop(self):
+        """Close the link: a Deferred that fires once its connection is
+        closed, cleanly or, after ``CLOSE_GRACE`` seconds, aborted."""
         self.protocol = None
         self.links.cycle_released()  # the ClientService is a cycle
-        return self.service.stopService()
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            connection.unregister()  # else the transport waits for it (BusProtocol.unregister)
+        stopped = self.service.stopService()
+        if connection is not None and not stopped.called:
+            timer = self.links.reactor.callLater(CLOSE_GRACE, self._abort, connection)
+            stopped.addBoth(_cancelling, timer)
+        return stopped
+
+    def _abort(self, connection):
+        if not getattr(connection.transport, "connected", False):
+            return
+        log.info("Bus link to {peer} not closed after {grace:g} s (the peer does not answer): aborted",
+                 peer=self.describe(), grace=CLOSE_GRACE)
+        connection.transport.abortConnection()
+
+
+def _cancelling(result, timer):
+    if timer.active():
+        timer.cancel()
+    return result
 
 
 class Links:
@@ -239,7 +273,7 @@ class Links:
         return link is not None and link.lost(protocol)
 
     def stop_all(self):
-        from twisted.internet.defer import DeferredList
-
+        """Stop every link: a ``("the bus link to <peer>", Deferred)``
+        pair each, the Deferred firing once the link is closed."""
         links, self.by_id = list(self.by_id.values()), {}
-        return DeferredList([link.stop() for link in links])
+        return [("the bus link to %s" % link.describe(), link.stop()) for link in links]

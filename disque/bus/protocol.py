@@ -69,6 +69,7 @@ _LENGTH = _PREFIX.pack  # the frame's length prefix
 class BusProtocol(BatchOutput, Int32StringReceiver):
     MAX_LENGTH = MAX_FRAME
     backlog = None  # bytes written since the transport said it is full; None: it is not
+    producing = False  # registered as the transport's producer (see unregister)
     _parts = None  # the reads of a frame still incomplete (_have bytes, _need wanted)
 
     def __init__(self, runtime, node_id=None, on_connect=None, unproven=None):
@@ -94,6 +95,7 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         self.peer_host = self.transport.getPeer().host.encode()
         self.local_host = self.transport.getHost().host.encode()
         self.transport.registerProducer(self, True)
+        self.producing = True
         self.handshake = self.runtime.bus_handshake(initiator=self.node_id is not None)
         if self.handshake is None:
             if self.unproven is not None:
@@ -194,6 +196,7 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         # handshake frames, and the peer must get our proof to see that it
         # failed too, rather than a reset that may discard it.
         self.closed = True
+        self.unregister()
         self.transport.loseConnection()
 
     def _end_handshake(self):
@@ -224,6 +227,17 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
 
     def stopProducing(self):
         pass  # the connection is gone: connectionLost cleans up
+
+    def unregister(self):
+        """No longer the transport's producer: before our side closes the
+        connection, or it would not close.  A transport waits for a
+        registered producer before it ends: TCP for one it has paused, TLS
+        (``TLSMemoryBIOProtocol``) for any, its close_notify never sent --
+        a TLS link told to close (``loseConnection``) stayed open for
+        good, and a node stopping waited for it forever."""
+        if self.producing:
+            self.producing = False
+            self.transport.unregisterProducer()
 
     def send_frame(self, frame: bytes):
         """Keep ``frame`` for :meth:`flush`, which the runtime calls when the
@@ -259,8 +273,7 @@ class BusProtocol(BatchOutput, Int32StringReceiver):
         self._end_handshake()
         self._stop_waiting()
         self._parts = None
-        if getattr(self.transport, "producer", None) is self:
-            self.transport.unregisterProducer()
+        self.unregister()  # (and no transport <-> protocol cycle is left behind)
         if self.node_id is not None:
             self.runtime.bus_link_lost(self)
         elif self.sender is not None:

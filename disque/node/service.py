@@ -15,7 +15,8 @@ itself is the runtime's.
 
 import os
 
-from twisted.application.service import MultiService
+from twisted.application.service import MultiService, Service
+from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 
 from .. import DISQUE_VERSION
 from ..io import files
@@ -37,6 +38,47 @@ from .timers import IdleClients, Watchdog, hz_timer
 from .tls import RELOADABLE, TLSContexts, TLSError, TLSServerEndpoint, enabled as tls_enabled
 
 log = logger("disque")
+
+#: Seconds a stopping node (SIGTERM, SHUTDOWN, ``stopService``) waits for
+#: its listeners and links to close before it stops anyway, logging what
+#: it did not wait for.  A link closes within ``CLOSE_GRACE`` seconds
+#: (disque.bus.links: aborted if its peer does not answer), so this bounds
+#: what nothing else does.
+STOP_TIMEOUT = 5.0
+
+
+def _describe(child):
+    """A child service, for the log."""
+    description = getattr(child, "description", None)
+    return "the listener on %s" % description if description else type(child).__name__
+
+
+def _within(clock, seconds, waits):
+    """A Deferred that fires (None) once each Deferred of ``waits``
+    (``(what, Deferred)`` pairs) has fired, or after ``seconds``: then
+    those still waited for are logged and left.  A failure is logged."""
+    done = Deferred()
+
+    def give_up():
+        left = [what for what, d in waits if not d.called]
+        log.warn("Stopped waiting after {seconds:g} s for {left}: stopping anyway", seconds=seconds,
+                 left=", ".join(left))
+        done.callback(None)
+
+    def failed(failure, what):
+        log.failure("Stopping {what} failed", failure, what=what)
+
+    for what, d in waits:
+        d.addErrback(failed, what)
+    timer = clock.callLater(seconds, give_up)
+
+    def finished(_):
+        if timer.active():
+            timer.cancel()
+            done.callback(None)
+
+    DeferredList([d for _, d in waits]).addCallback(finished)
+    return done
 
 
 class DisqueNodeService(MultiService):
@@ -212,8 +254,13 @@ class DisqueNodeService(MultiService):
         node.persist = self.persistence.enabled and not self.load.active
 
     def _stop_reactor(self):
+        from twisted.internet.error import ReactorNotRunning
+
         if self.reactor.running:
-            self.reactor.stop()
+            try:
+                self.reactor.stop()
+            except ReactorNotRunning:  # stopping already (a signal came first)
+                pass
 
     @property
     def node(self):
@@ -271,20 +318,22 @@ class DisqueNodeService(MultiService):
         self.runtime.tick()
 
     def stopService(self):
+        """Stop the node: a Deferred that fires once its children (the
+        timers, then the listeners) and its links have stopped, or after
+        ``STOP_TIMEOUT`` seconds whatever is left (logged): under twistd
+        the process then exits."""
         for forget in self._forget:
             forget()
         self._forget = []
         self.load.cancel()  # (persistence.close() abandons the load)
         node_log.reset()
         self.runtime.effects.end_turn_now()  # what this turn kept leaves before the connections close
-        stopped = super().stopService()  # the timers, then the listeners
+        Service.stopService(self)  # and each child as MultiService.stopService does, named for the log
+        waits = [(_describe(child), maybeDeferred(child.stopService)) for child in reversed(list(self))]
         for client in list(self.runtime.ctx.clients.values()):
             client.conn.close()
-        deferreds = [stopped]
         if self.runtime.links is not None:
-            deferreds.append(self.runtime.links.stop_all())
+            waits += self.runtime.links.stop_all()
             self.runtime.links = None
         self.persistence.close()
-        from twisted.internet.defer import DeferredList
-
-        return DeferredList(deferreds)
+        return _within(self.reactor, STOP_TIMEOUT, waits)

@@ -6,7 +6,9 @@ bad values stop start-up with a one-line explanation on stderr and exit
 status 1 (a ``SystemExit``: for a ``UsageError`` twistd would print its whole
 usage text first), never a traceback.  So do unknown strategies, argument
 strings a strategy refuses and endpoint strings that do not parse: building
-the node service makes them all before anything listens.
+the node service makes them all before anything listens.  SIGTERM and SIGINT stop the node within
+``disque.node.service.STOP_TIMEOUT`` seconds, and the process exits with
+status 0 (``_stop_on_signals``; docs/config.md, "Starting and stopping").
 ``--help-strategies`` lists the strategies installed.
 """
 
@@ -106,6 +108,7 @@ def makeService(options, reactor=None):
         from twisted.internet import reactor as running
         from .reactor import lighten
         lighten(running)
+        _stop_on_signals(running)
     try:
         service = DisqueNodeService(options.config, reactor=reactor)
     # ConfigError: a value the node refuses (rename-command, ...)
@@ -115,6 +118,40 @@ def makeService(options, reactor=None):
     if reactor is None:
         service.when_loaded().addErrback(_load_failed, running)
     return service
+
+
+def _stop_on_signals(reactor):
+    """SIGTERM and SIGINT stop the node as twistd's reactor has them do
+    (``reactor.stop()``: the service stops, within
+    ``disque.node.service.STOP_TIMEOUT`` seconds), but for two things.
+    The process then exits with status 0, as the original does on SIGTERM
+    and as after SHUTDOWN (twistd would end it by the signal again).  A
+    signal while the node stops is a log line, not the traceback of the
+    ``ReactorNotRunning`` the reactor's own handler raises."""
+    from twisted.internet.error import ReactorNotRunning
+
+    from .logs import logger
+    from .service import STOP_TIMEOUT
+
+    log = logger("disque")
+
+    def stop(name):
+        try:
+            reactor.stop()
+        except ReactorNotRunning:
+            log.info("Received {signal} while shutting down: the node stops within {seconds:g} s of the first "
+                     "signal", signal=name, seconds=STOP_TIMEOUT)
+            return
+        log.info("Received {signal}, shutting down", signal=name)
+
+    def handler(name):
+        def received(number, frame=None):
+            reactor.callFromThread(stop, name)  # (as the reactor's: not in the signal handler)
+        return received
+
+    # The reactor installs self.sigTerm and self.sigInt when it runs.
+    reactor.sigTerm = handler("SIGTERM")
+    reactor.sigInt = handler("SIGINT")
 
 
 def _load_failed(failure, reactor):

@@ -58,6 +58,7 @@ class OutputFlow(BatchOutput):
     slots = None  # deque of replies (bytes | ReplySlot) held behind an unfilled slot
     slotted = 0  # bytes of replies queued behind an unfilled reply slot
     _go_on_call = None
+    lose_after_flush = False  # closing: the transport closes once this batch's replies are written
 
     # IPushProducer: the transport's buffer is full / has drained.
 
@@ -92,6 +93,9 @@ class OutputFlow(BatchOutput):
         if data is None:
             return
         write_now(self.transport, data)
+        if self.lose_after_flush:  # the protocol's close() waited for these replies
+            self.transport.loseConnection()
+            return
         if self.backlog is not None:
             self.backlog += len(data)
             self._check_output_limits()

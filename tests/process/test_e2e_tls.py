@@ -149,6 +149,48 @@ def test_port_0_serves_tls_only(tmp_path, pki):
         node.stop()
 
 
+def _closed_by_the_node(c, seconds):
+    """True if the node ends the TLS connection of ``c`` within ``seconds``
+    (whatever it still sends is read and dropped)."""
+    c.sock.settimeout(seconds)
+    try:
+        while c.sock.recv(4096):
+            pass
+    except socket.timeout:
+        return False
+    except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+        pass
+    return True
+
+
+def test_the_node_closes_the_tls_clients_it_drops(tmp_path, pki):
+    """Closing a TLS connection is the TLS layer's close_notify, which
+    waits for the connection's producer to go, and the client protocol
+    was registered as one for its whole life: a TLS client the node
+    dropped (a protocol error, CLIENT KILL, the idle timeout) stayed
+    connected.  The error reply still comes before the close."""
+    tls_port = free_port()
+    node = NodeProcess(tmp_path / "n", args=tls_args(node_directives(pki, **{"tls-port": tls_port}))).start()
+    context = client_context(pki.ca, pki.client, pki.client_key)
+    clients = [TLSClient(tls_port, context) for _ in range(3)]
+    try:
+        bad, killed, idle = clients
+        bad.send(b"*1\r\n$abc\r\n")
+        assert str(bad.read()) == "ERR Protocol error: invalid bulk length"
+        assert _closed_by_the_node(bad, 5)
+        assert killed.call("PING") == b"PONG"
+        address = "127.0.0.1:%d" % killed.sock.getsockname()[1]
+        assert call(node, "CLIENT", "KILL", "ADDR", address) == 1
+        assert _closed_by_the_node(killed, 5)
+        assert idle.call("PING") == b"PONG"
+        assert call(node, "CONFIG", "SET", "timeout", "1") == b"OK"
+        assert _closed_by_the_node(idle, 10)  # within a check or two (1 s apart) of its second idle second
+    finally:
+        for c in clients:
+            c.close()
+        node.stop()
+
+
 def test_a_config_without_a_certificate_is_refused_at_start_up(tmp_path, pki):
     from tests.support.process import run_twistd
 

@@ -1,11 +1,13 @@
 """The node service assembled in memory: DisqueNodeService on a
 MemoryReactorClock (no sockets, no real time)."""
 
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred
 from twisted.internet.testing import MemoryReactorClock
 
 from disque.config import Config
-from disque.node.service import DisqueNodeService
-from tests.support.memory import ticks_in_one_second
+from disque.node.service import STOP_TIMEOUT, DisqueNodeService
+from tests.support.memory import captured_log, texts, ticks_in_one_second
 
 
 def make_service(tmp_path, **overrides):
@@ -76,3 +78,33 @@ def test_twistd_options_refuse_a_bad_user_line_in_a_fresh_process(tmp_path):
     assert run.stderr.strip().splitlines()[-1] == (
         "disque: command-line option 'user': invalid value 'a on bogus' for 'user': "
         "Error in user declaration 'bogus': Syntax error")
+
+
+class _Stuck(Service):
+    """A child service whose stop never ends."""
+
+    def stopService(self):
+        super().stopService()
+        return Deferred()
+
+
+def test_stopping_waits_at_most_stop_timeout_and_logs_what_it_left(tmp_path):
+    service, reactor = make_service(tmp_path)
+    _Stuck().setServiceParent(service)
+    service.startService()
+    with captured_log() as events:
+        stopped = service.stopService()
+        reactor.advance(STOP_TIMEOUT - 0.01)
+        assert not stopped.called
+        reactor.advance(0.01)
+        assert stopped.called
+    assert "Stopped waiting after %g s for _Stuck: stopping anyway" % STOP_TIMEOUT in texts(events)
+
+
+def test_a_node_whose_parts_stop_at_once_stops_at_once(tmp_path):
+    service, reactor = make_service(tmp_path)
+    service.startService()
+    with captured_log() as events:
+        stopped = service.stopService()
+        assert stopped.called
+    assert not reactor.getDelayedCalls() and not [t for t in texts(events) if "Stopped waiting" in t]
