@@ -44,6 +44,7 @@ import re
 
 from twisted.application.internet import StreamServerEndpointService
 from twisted.internet.endpoints import clientFromString, quoteStringArgument, serverFromString
+from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IStreamServerEndpoint
 from zope.interface import implementer
 
@@ -181,18 +182,64 @@ def server_endpoint(reactor, directive, description):
         raise _explain(directive, description, e) from None
 
 
+class ListenError(CannotListenError):
+    """A listener that cannot listen (its port in use, a port it may not
+    bind, no directory for its Unix socket): start-up stops.  ``str()`` is
+    one line naming the directive, the address and the cause, as the
+    operator sees it (``disque: port: can't listen on 127.0.0.1:7711:
+    Address already in use``)."""
+
+    def __init__(self, directive, description, error):
+        if isinstance(error, CannotListenError):
+            super().__init__(error.interface, error.port, error.socketError)
+            self.line = "%s: can't listen on %s: %s" % (directive, _where(error, description),
+                                                        _cause(error.socketError))
+        elif isinstance(error, EndpointError):  # the bus's address could not be derived
+            super().__init__(None, None, error)
+            self.line = str(error)
+        else:  # an OSError of another step (a Unix socket's lock file in a missing directory)
+            super().__init__(None, None, error)
+            self.line = "%s: can't listen on %s: %s" % (directive, description, _cause(error))
+
+    def __str__(self):
+        return self.line
+
+
+def _where(error, description):
+    """Where a listener tried to listen: ``host:port`` for TCP, else its
+    endpoint string."""
+    if isinstance(error.port, int):
+        host = error.interface or "*"
+        return "%s:%d" % ("[%s]" % host if ":" in host else host, error.port)
+    return description
+
+
+def _cause(error):
+    return (getattr(error, "strerror", None) or str(error)).rstrip(".")
+
+
 class Listener(StreamServerEndpointService):
     """One listener of the node: ``StreamServerEndpointService`` that
     remembers the ``IListeningPort`` it got, and lets a failure to listen
-    (port in use) stop start-up instead of leaving a node that cannot be
-    reached."""
+    (port in use) stop start-up, with a :class:`ListenError` naming
+    ``directive`` (how the operator set the address), instead of leaving a
+    node that cannot be reached."""
 
     _raiseSynchronously = True  # as twisted.application.strports.service does
 
-    def __init__(self, endpoint, factory, description):
+    def __init__(self, endpoint, factory, description, directive="listen"):
         self.description = description
+        self.directive = directive
         self.port = None
         super().__init__(_Recording(endpoint, self), factory)
+
+    def privilegedStartService(self):
+        try:
+            super().privilegedStartService()
+        except (CannotListenError, EndpointError, OSError) as e:
+            if isinstance(e, ListenError):
+                raise
+            raise ListenError(self.directive, self.description, e) from None
 
 
 @implementer(IStreamServerEndpoint)

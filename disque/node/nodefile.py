@@ -8,6 +8,9 @@ most once a tick), logged once until it works again, and shown by INFO
 (``nodes_file_status``).
 """
 
+import os
+import tempfile
+
 from ..io import files
 from ..core.node_file_format import parse_nodes_file
 from ..io.files import atomic_write
@@ -17,7 +20,25 @@ log = logger("disque")
 
 
 class NodeFileError(Exception):
-    """The node file exists but cannot be used: start-up stops."""
+    """The node file exists but cannot be used, or cannot be written at
+    start-up: start-up stops."""
+
+
+def check_writable(path):
+    """Start-up: raise NodeFileError unless a file can be made in the
+    directory of the node file ``path`` (``dir``, unless
+    ``cluster-config-file`` names another), as the original, which writes
+    its nodes.conf at start-up, stops on a directory it cannot write:
+    else the node would run, unable to save its ID, and log it every tick.
+    A probe file, made and removed at once; not through ``files.OS``,
+    whose calls tests record."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".disque-probe-", dir=os.path.dirname(path) or ".")
+    except OSError as e:
+        raise NodeFileError("can't write the node file %s (dir, cluster-config-file): %s"
+                            % (path, e.strerror or e)) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def load_nodes_file(path):

@@ -29,10 +29,10 @@ from ..io.logs import logger, node_log
 from ..plugins import make_strategy
 from ..resp.protocol import RespFactory
 from .heap import frozen_cycles_released, heap_freezer
-from .listeners import (BusConnector, DeferredEndpoint, Listener, bus_descriptions, client_descriptions,
-                        listening_port, open_bus_refusal, server_endpoint, tls_descriptions)
+from .listeners import (BusConnector, DeferredEndpoint, EndpointError, Listener, bus_descriptions,
+                        client_descriptions, listening_port, open_bus_refusal, server_endpoint, tls_descriptions)
 from .loading import BackgroundLoad
-from .nodefile import load_nodes_file
+from .nodefile import check_writable, load_nodes_file
 from .runtime import NodeRuntime
 from .timers import IdleClients, Watchdog, hz_timer
 from .tls import RELOADABLE, TLSContexts, TLSError, TLSServerEndpoint, enabled as tls_enabled
@@ -122,17 +122,21 @@ class DisqueNodeService(MultiService):
         self.tls = TLSContexts(config) if tls_enabled(config) else None  # reads the files: TLSError
         tls_cluster = config["tls-cluster"]
         self.connector = BusConnector(reactor, config, self.tls.client() if tls_cluster else None)
-        client_endpoints = [(server_endpoint(reactor, "listen", d), d) for d in client_descriptions(config)]
+        # (endpoint, description, the directive that put it there: a listener that cannot listen names it)
+        plain = "listen" if config["listen"] else "port"
+        client_endpoints = [(server_endpoint(reactor, "listen", d), d, plain) for d in client_descriptions(config)]
         tls_endpoints = [(TLSServerEndpoint(server_endpoint(reactor, "tls-port", d), self.tls.server("clients")),
-                          d + " (TLS)") for d in tls_descriptions(config)]
+                          d + " (TLS)", "tls-port") for d in tls_descriptions(config)]
         # The first client listener's port is the one the node advertises.
         client_endpoints = tls_endpoints + client_endpoints if tls_cluster else client_endpoints + tls_endpoints
-        bus_endpoints = [(server_endpoint(reactor, "cluster-listen", d), d) for d in config["cluster-listen"]]
+        bus_endpoints = [(server_endpoint(reactor, "cluster-listen", d), d, "cluster-listen")
+                         for d in config["cluster-listen"]]
         self._forget.append(config.on_change("cluster-password", self._closed_bus))  # before anything loads
         nodes_path = os.path.join(config["dir"], config["cluster-config-file"])
         for path in remove_stale_temps(files.OS, nodes_path):
             log.info("Removed {path}, left by a save the node did not finish", path=path)
         saved = load_nodes_file(nodes_path) if node_id is None else None
+        check_writable(nodes_path)  # a directory the node cannot write stops start-up: NodeFileError
         if saved is not None:
             node_id = saved[0]
         runtime = self.runtime = NodeRuntime(config, reactor, self.persistence, self._on_shutdown, node_id, nodes_path)
@@ -154,15 +158,17 @@ class DisqueNodeService(MultiService):
                 self._forget.append(config.on_change(name, self._tls_reloader()))
 
         clients = RespFactory(runtime)
-        self.listeners = [Listener(endpoint, clients, d) for endpoint, d in client_endpoints]
+        self.listeners = [Listener(endpoint, clients, d, directive) for endpoint, d, directive in client_endpoints]
         bus = BusServerFactory(runtime.bus)
         if not bus_endpoints:  # derived: beside the client port, known once it listens
+            advertised = "tls-port" if tls_cluster else plain
+            directive = "%s (the cluster bus, at %s + 10000)" % (advertised, advertised)
             bus_endpoints = [(DeferredEndpoint(reactor, "cluster-listen", lambda i=i: self._bus_description(i)),
-                              "tcp:<client port + 10000>") for i in range(len(bus_descriptions(config, 0)))]
+                              "tcp:<client port + 10000>", directive) for i in range(len(bus_descriptions(config, 0)))]
         if tls_cluster:  # mutual TLS: no byte of a peer without the CA's certificate reaches BusProtocol
-            bus_endpoints = [(TLSServerEndpoint(endpoint, self.tls.server("bus-server")), d + " (TLS)")
-                             for endpoint, d in bus_endpoints]
-        self.bus_listeners = [Listener(endpoint, bus, d) for endpoint, d in bus_endpoints]
+            bus_endpoints = [(TLSServerEndpoint(endpoint, self.tls.server("bus-server")), d + " (TLS)", directive)
+                             for endpoint, d, directive in bus_endpoints]
+        self.bus_listeners = [Listener(endpoint, bus, d, directive) for endpoint, d, directive in bus_endpoints]
         self.http_listener = None
         if http_frontend is not None:  # the HTTP side (disque/http/): off while http-port is 0
             from twisted.internet.endpoints import quoteStringArgument
@@ -175,7 +181,7 @@ class DisqueNodeService(MultiService):
             if config["http-tls"]:
                 endpoint = TLSServerEndpoint(endpoint, self.tls.server("http"))
             self.http_listener = Listener(endpoint, site, description + (" (HTTPS)" if config["http-tls"] else
-                                                                         " (HTTP)"))
+                                                                         " (HTTP)"), "http-port")
         for listener in self.listeners + self.bus_listeners + ([self.http_listener] if self.http_listener else []):
             listener.setServiceParent(self)
         self.cron = hz_timer(config, reactor, self._cron_tick)
@@ -215,8 +221,8 @@ class DisqueNodeService(MultiService):
 
     def _bus_description(self, index):
         if self.listening_port is None:
-            raise ValueError("the cluster bus listens on the client port + 10000, and no client listener "
-                             "has a port: set cluster-listen")
+            raise EndpointError("cluster-listen: the cluster bus listens on the client port + 10000, and no "
+                                "client listener has a port: set cluster-listen")
         return bus_descriptions(self.config, self.listening_port)[index]
 
     def _closed_bus(self, password):

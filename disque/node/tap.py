@@ -6,7 +6,9 @@ bad values stop start-up with a one-line explanation on stderr and exit
 status 1 (a ``SystemExit``: for a ``UsageError`` twistd would print its whole
 usage text first), never a traceback.  So do unknown strategies, argument
 strings a strategy refuses and endpoint strings that do not parse: building
-the node service makes them all before anything listens.  SIGTERM and SIGINT stop the node within
+the node service makes them all before anything listens.  So does, once
+twistd starts the service, a listener that cannot listen (a port in use:
+``_report_start_failures``).  SIGTERM and SIGINT stop the node within
 ``disque.node.service.STOP_TIMEOUT`` seconds, and the process exits with
 status 0 (``_stop_on_signals``; docs/config.md, "Starting and stopping").
 ``--help-strategies`` lists the strategies installed.
@@ -94,7 +96,7 @@ def makeService(options, reactor=None):
     """The node service for ``twistd disque``; ``reactor`` (tests): the
     reactor it runs on instead of the global one."""
     from ..interfaces import LoadError
-    from .listeners import EndpointError
+    from .listeners import EndpointError, ListenError
     from ..plugins import StrategyError
     from .nodefile import NodeFileError
     from .service import DisqueNodeService
@@ -104,17 +106,21 @@ def makeService(options, reactor=None):
         _fail("port %d leaves no room for the cluster bus (port + 10000)" % options.config["port"])
     if options.config["tls-cluster"] and options.config["tls-port"] + 10000 > 65535:
         _fail("tls-port %d leaves no room for the TLS cluster bus (tls-port + 10000)" % options.config["tls-port"])
+    one_line = (StrategyError, EndpointError, NodeFileError, LoadError, ConfigError, TLSError, ListenError)
     if reactor is None:  # the process is ours: the lean reactor (disque.node.reactor)
         from twisted.internet import reactor as running
         from .reactor import lighten
         lighten(running)
         _stop_on_signals(running)
+        _report_start_failures(one_line)
     try:
         service = DisqueNodeService(options.config, reactor=reactor)
     # ConfigError: a value the node refuses (rename-command, ...)
     # TLSError: a tls-* directive that cannot be used (a missing certificate, ...)
-    except (StrategyError, EndpointError, NodeFileError, LoadError, ConfigError, TLSError) as e:
+    except one_line as e:
         _fail(str(e))
+    except OSError as e:  # a file or directory the node cannot use, not named by one of the above
+        _fail("cannot start: %s: %s" % (e.filename, e.strerror or e))
     if reactor is None:
         service.when_loaded().addErrback(_load_failed, running)
     return service
@@ -152,6 +158,32 @@ def _stop_on_signals(reactor):
     # The reactor installs self.sigTerm and self.sigInt when it runs.
     reactor.sigTerm = handler("SIGTERM")
     reactor.sigInt = handler("SIGINT")
+
+
+def _report_start_failures(errors):
+    """A listener that cannot listen (``ListenError``) fails twistd's
+    start of the application, after ``makeService``: twistd removes its
+    PID file (and, daemonizing, tells the waiting parent the error) and
+    lets the exception end the process, where Python would print its
+    traceback.  For ``errors``, each one line, the process writes that
+    line to stderr and to the log instead, and exits with status 1, as for
+    a config error."""
+    previous = sys.excepthook
+    if getattr(previous, "disque_start_failures", False):
+        return
+
+    def hook(kind, value, tb):
+        if not isinstance(value, errors):
+            return previous(kind, value, tb)
+        from .logs import logger
+
+        line = str(value).replace("\n", " ")
+        logger("disque").error("Start-up failed: {line}", line=line)
+        sys.__stderr__.write("disque: %s\n" % line)
+        sys.__stderr__.flush()
+
+    hook.disque_start_failures = True
+    sys.excepthook = hook
 
 
 def _load_failed(failure, reactor):

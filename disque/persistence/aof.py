@@ -154,12 +154,15 @@ class AOFPersistence:
         self.node = node
         for path in remove_stale_temps(self.fs, self.path):
             log.info("Removed {path}, left by a rewrite the node did not finish", path=path)
-        if not os.path.exists(self.path):
-            if self.enabled:
-                self._open()
-            return None
-        with open(self.path, "rb") as f:
-            controlled = f.read(len(MARKER)) == MARKER
+        try:
+            if not os.path.exists(self.path):
+                if self.enabled:
+                    self._open()
+                return None
+            with open(self.path, "rb") as f:
+                controlled = f.read(len(MARKER)) == MARKER
+        except OSError as e:  # a directory the node may not write, a file name that is a directory...
+            raise AOFError("cannot open the append only file %s: %s" % (self.path, e.strerror or e)) from None
         if not (self.enabled or controlled or self.config["aof-enqueue-jobs-once"]):
             return None
         return Load(self, node, controlled)

@@ -11,7 +11,7 @@ from twisted.internet.error import CannotListenError
 from twisted.internet.testing import MemoryReactorClock
 
 from disque.config import Config
-from disque.node.listeners import EndpointError, beyond_loopback, bus_beyond_loopback, open_bus_refusal
+from disque.node.listeners import EndpointError, ListenError, beyond_loopback, bus_beyond_loopback, open_bus_refusal
 from disque.node.timers import DirectiveTimer
 from disque.node.service import DisqueNodeService
 from disque.node.tap import Options, makeService
@@ -132,10 +132,14 @@ class PortInUse(MemoryReactorClock):
 
 def test_a_port_that_cannot_be_listened_on_stops_start_up(tmp_path):
     """Not a node running without its listener, as a plain
-    StreamServerEndpointService would leave it (it only logs)."""
+    StreamServerEndpointService would leave it (it only logs).  The error
+    is one line naming the directive, the address and the cause (twistd
+    shows it as is: tests/process/test_e2e_start_stop.py)."""
     service, reactor = build(tmp_path, reactor=PortInUse())
-    with pytest.raises(CannotListenError):
+    with pytest.raises(CannotListenError) as e:
         service.startService()
+    assert isinstance(e.value, ListenError)
+    assert str(e.value) == "port: can't listen on 127.0.0.1:7711: Address already in use"
     assert not reactor.getDelayedCalls()  # no tick was started
 
 
