@@ -103,21 +103,15 @@ def sigterm(*nodes):
     return since
 
 
-def test_sigterm_stops_a_plain_bus_pair(tmp_path):
-    nodes = start_cluster(tmp_path, 2)
-    try:
-        since = sigterm(*nodes)
-        for node in nodes:
-            stopped_cleanly(node, since)
-    finally:
-        for node in nodes:
-            node.kill()
+def bus_pair(tmp_path, pki, tls):
+    return tls_pair(tmp_path, pki) if tls else start_cluster(tmp_path, 2)
 
 
-def test_sigterm_stops_a_tls_bus_pair(tmp_path, pki):
-    """The report: both nodes logged SIGTERM, closed their ports and ran
-    on (8 s later, every time)."""
-    nodes = tls_pair(tmp_path, pki)
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_sigterm_stops_a_bus_pair(tmp_path, pki, tls):
+    """The report, under TLS: both nodes logged SIGTERM, closed their
+    ports and ran on (8 s later, every time)."""
+    nodes = bus_pair(tmp_path, pki, tls)
     try:
         since = sigterm(*nodes)
         for node in nodes:
@@ -148,7 +142,7 @@ def test_sigterm_stops_a_node_whose_peer_stopped_answering(tmp_path, pki, tls):
     """The peer process is SIGSTOPped: its kernel takes our bytes, nothing
     answers.  A plain link closes at once; a TLS link waits for the peer's
     close_notify, then is aborted after CLOSE_GRACE seconds."""
-    nodes = tls_pair(tmp_path, pki) if tls else start_cluster(tmp_path, 2)
+    nodes = bus_pair(tmp_path, pki, tls)
     try:
         nodes[1].proc.send_signal(signal.SIGSTOP)
         stopped_cleanly(nodes[0], sigterm(nodes[0]), aborted=tls)
