@@ -136,7 +136,7 @@ def _stop_on_signals(reactor):
     ``ReactorNotRunning`` the reactor's own handler raises."""
     from twisted.internet.error import ReactorNotRunning
 
-    from .logs import logger
+    from ..io.logs import logger
     from .service import STOP_TIMEOUT
 
     log = logger("disque")
@@ -175,7 +175,7 @@ def _report_start_failures(errors):
     def hook(kind, value, tb):
         if not isinstance(value, errors):
             return previous(kind, value, tb)
-        from .logs import logger
+        from ..io.logs import logger
 
         line = str(value).replace("\n", " ")
         logger("disque").error("Start-up failed: {line}", line=line)
