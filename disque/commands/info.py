@@ -2,7 +2,7 @@
 read by the HTTP side through :func:`info_text`), COMMAND (the command
 table, in the original's order) and TIME."""
 
-from .. import DISQUE_VERSION
+from .. import DISQUE_VERSION, __version__
 from ..resp import reply
 from . import ORDER, TABLE, command
 from .args import subcommand
@@ -41,7 +41,8 @@ def info_server(ctx):
         ("disque_version", DISQUE_VERSION), ("disque_git_sha1", "00000000"),
         ("disque_git_dirty", 0), ("disque_build_id", p["build_id"]), ("os", p["os"]),
         ("arch_bits", p["arch_bits"]), ("multiplexing_api", p["multiplexing_api"]),
-        ("gcc_version", p["gcc_version"]), ("runtime", p["runtime"]), ("process_id", p["process_id"]),
+        ("gcc_version", p["gcc_version"]), ("package_version", __version__), ("runtime", p["runtime"]),
+        ("process_id", p["process_id"]),
         ("run_id", p["run_id"]), ("tcp_port", ctx.config["port"]),
         ("uptime_in_seconds", p["uptime"]), ("uptime_in_days", p["uptime"] // 86400),
         ("hz", ctx.config["hz"]), ("executable", p["executable"]),

@@ -18,6 +18,7 @@ import sys
 
 from twisted.python import usage
 
+from .. import print_version
 # For its effect: the config checks the user lines it reads with the ACL's rules.
 from ..access import acl_file  # noqa: F401
 from ..config import Config, ConfigError
@@ -54,6 +55,8 @@ class Options(usage.Options):
     ]
 
     helpOutput = sys.stdout  # where --help-strategies writes
+    # --version: this package's version, not only Twisted's (usage.Options')
+    opt_version = print_version
 
     def __init__(self):
         super().__init__()

@@ -18,6 +18,8 @@ from typing import Callable
 
 from twisted.python import usage
 
+from .. import print_version
+
 
 def load_handler(spec: str) -> Callable:
     """``package.module:function`` (or ``:Class.method``) -> the callable."""
@@ -83,6 +85,8 @@ class Options(usage.Options):
         ["threads", None, "Run the handler in a thread pool (for handlers that block)."],
         ["fast-ack", None, "Acknowledge with FASTACK instead of ACKJOB."],
     ]
+    # --version: this package's version, not only Twisted's (usage.Options')
+    opt_version = print_version
 
     def postOptions(self):
         try:

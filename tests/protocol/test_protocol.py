@@ -163,3 +163,14 @@ def test_info_server_names_the_runtime_and_the_interpreters_compiler():
     built = re.search(r"GCC (\d+\.\d+\.\d+)", platform.python_compiler())
     assert fields[b"gcc_version"] == (built.group(1) if built else "0.0.0").encode()
     assert fields[b"gcc_version"] != platform.python_version().encode()
+
+
+def test_info_server_shows_the_protocol_version_as_the_original_and_the_package_version_beside_it():
+    from disque import DISQUE_VERSION, __version__
+
+    runtime, _ = make_runtime()
+    proto, tr = connect(runtime)
+    proto.dataReceived(cmd("INFO", "server"))
+    lines = take(tr).split(b"\r\n")
+    assert lines[2] == b"disque_version:1.0-rc1" == b"disque_version:" + DISQUE_VERSION.encode()
+    assert b"package_version:" + __version__.encode() in lines

@@ -28,6 +28,9 @@ KNOWN_DIFFERENCES = {
     # -- deliberate ---------------------------------------------------------
     "INFO field gcc_version":
         "the GCC that built the Python interpreter, 0.0.0 if not GCC (format checked: x.y.z)",
+    "INFO field package_version":
+        "ours only: the version of this package (disque.__version__); disque_version stays the "
+        "protocol's, 1.0-rc1, as the original reports it",
     "INFO field runtime":
         "ours only: the Python implementation and version running the node",
     "INFO field auth_failures":

@@ -246,9 +246,9 @@ def _info_sections(text):
 
 
 # INFO fields we show and the original does not (a KNOWN_DIFFERENCES key each).
-EXTRA_INFO_FIELDS = {"runtime": "INFO field runtime", "auth_failures": "INFO field auth_failures",
-                     "auth_delayed": "INFO field auth_delayed", "auth_refused": "INFO field auth_refused",
-                     "bus_auth_failures": "INFO field bus_auth_failures"}
+EXTRA_INFO_FIELDS = {"package_version": "INFO field package_version", "runtime": "INFO field runtime",
+                     "auth_failures": "INFO field auth_failures", "auth_delayed": "INFO field auth_delayed",
+                     "auth_refused": "INFO field auth_refused", "bus_auth_failures": "INFO field bus_auth_failures"}
 
 
 def check_info(exp, ours, r):
