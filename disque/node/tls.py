@@ -92,7 +92,7 @@ def _openssl():
     try:
         from OpenSSL import SSL
     except ImportError:
-        raise TLSError("tls-port: TLS needs pyOpenSSL: pip install 'disque[tls]'") from None
+        raise TLSError("tls-port: TLS needs pyOpenSSL (disque's tls extra; README, Install)") from None
     return SSL
 
 

@@ -1,5 +1,5 @@
 """PySpark connector: the ``disque`` Python data source (batch and streaming
-reads and writes).  Needs ``pip install 'disque[spark]'``; see docs/spark.md.
+reads and writes).  Needs the ``spark`` extra (``pip install '.[spark]'``); see docs/spark.md.
 
     from disque.spark import DisqueDataSource
     spark.dataSource.register(DisqueDataSource)
