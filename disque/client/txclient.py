@@ -47,9 +47,9 @@ from typing import Callable, Dict, List, Optional
 
 import txredisapi
 from twisted.internet import defer, task
-from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from ..io.logs import logger
 from . import errors
 from .cluster import ClusterClient
 from .commands import Call
@@ -72,7 +72,7 @@ class DisqueClient(ClusterClient):
     :mod:`~disque.client.credentials`), with ``reactor`` (a keyword; the
     global one by default)."""
 
-    log = Logger()
+    log = logger("disque.client")  # (namespace disque.client.txclient.DisqueClient)
 
     def __init__(self, *args, reactor=None, **settings):
         super().__init__(*args, **settings)

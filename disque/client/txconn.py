@@ -81,6 +81,10 @@ class Node:
     def __repr__(self):
         return "<node %s:%d %s>" % (self.host, self.port, (self.id or "?")[:8])
 
+    def __str__(self):
+        """As the log lines name it: ``127.0.0.1:7711 (3f2a9c1b)``."""
+        return "%s:%d" % (self.host, self.port) + (" (%s)" % self.id[:8] if self.id else "")
+
 
 def response_error(e: Exception) -> errors.ResponseError:
     """The client's exception for a txredisapi error reply."""

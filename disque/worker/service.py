@@ -39,6 +39,12 @@ up); the service stops when every running job is acknowledged or nacked,
 or after ``stop_timeout`` seconds (jobs still running then are left to the
 cluster, which delivers them again after their RETRY).
 
+The worker's lines, and its client's, go through the process's disque log
+(:data:`disque.io.logs.node_log`): ``notice`` and above unless set otherwise
+(``twistd disque-worker --loglevel``, ``node_log.set_level``); in a process
+that runs a node too, they follow the node's ``loglevel``, ``logfile`` and
+``log-tag``.
+
 Twisted's ``MultiService`` stops its children all at once; an application
 holding a node and a worker of that node puts both in a
 :class:`StopInOrder`, so the worker finishes its jobs while the node still
@@ -50,10 +56,11 @@ from typing import Callable, Dict, Optional, Sequence
 
 from twisted.application import service
 from twisted.internet import defer, task, threads as twisted_threads
-from twisted.logger import Logger, LogLevel
+from twisted.logger import LogLevel
 
 from ..client import errors
 from ..client.job import Job
+from ..io.logs import logger
 
 FETCH_RETRY_S = 1.0  # pause after a failed GETJOB before the next one
 
@@ -66,7 +73,7 @@ class Worker(service.Service):
     ``client_options`` (``username``, ``password``, ``tls``, ...) and
     disconnects it when it stops.  ``stats`` counts what happened."""
 
-    log = Logger()
+    log = logger("disque.worker")  # (namespace disque.worker.service.Worker)
 
     def __init__(self, handler: Callable, queues: Sequence[str], client=None,
                  nodes: Sequence = ("127.0.0.1:7711",), concurrency: int = 1,

@@ -9,6 +9,9 @@ first on ``sys.path``, as ``python -m`` does), so a typo stops start-up
 with one line, not a traceback once jobs arrive.  Like ``twistd disque``, a
 bad option stops with one line on stderr and status 1 (``SystemExit``;
 twistd would print its whole usage text for a ``UsageError``).
+``--loglevel`` (``notice`` by default, as a node's) filters the worker's and
+its client's lines (disque.io.logs); twistd's own lines go as twistd
+decides.
 """
 
 import importlib
@@ -19,6 +22,7 @@ from typing import Callable
 from twisted.python import usage
 
 from .. import print_version
+from ..io.logs import LEVELS
 
 
 def load_handler(spec: str) -> Callable:
@@ -80,6 +84,8 @@ class Options(usage.Options):
         ["tls-ca-cert-file", None, None, "CA certificate to check the nodes' TLS certificates with (TLS on)."],
         ["tls-cert-file", None, None, "Client certificate for nodes with tls-auth-clients."],
         ["tls-key-file", None, None, "Key of --tls-cert-file."],
+        ["loglevel", None, "notice", "debug | verbose | notice | warning: the lowest level of the worker's and "
+         "its client's lines written (as a node's loglevel)."],
     ]
     optFlags = [
         ["threads", None, "Run the handler in a thread pool (for handlers that block)."],
@@ -99,6 +105,8 @@ class Options(usage.Options):
             raise usage.UsageError("--handler is required (package.module:function)")
         if not self["queues"]:
             raise usage.UsageError("--queues is required")
+        if self["loglevel"] not in LEVELS:
+            raise usage.UsageError("--loglevel must be one of %s" % ", ".join(LEVELS))
         self["handler"] = load_handler(self["handler"])
         self["queues"] = [q for q in self["queues"].split(",") if q]
         self["nodes"] = [n for n in self["nodes"].split(",") if n]
@@ -111,7 +119,10 @@ class Options(usage.Options):
 
 def makeService(options):
     from ..client.tls import TLSOptions
+    from ..io.logs import node_log
     from . import Worker
+
+    node_log.set_level(options["loglevel"])  # the process's disque lines: the worker's, its client's
 
     client_options = {"username": options["username"], "password": options["password"]}
     if options["tls-ca-cert-file"] or options["tls-cert-file"]:

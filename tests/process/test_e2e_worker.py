@@ -207,6 +207,10 @@ def test_twistd_disque_worker(trio, tmp_path):
     try:
         wait_for(lambda: log.exists() and log.read_text().count("done ") == 4, timeout=30,
                  what="the four jobs handled")
+        worker_log = (tmp_path / "worker.log").read_text()
+        # notice by default: no debug line ("using node ..."), no repr, but the failed job's traceback
+        assert "#debug]" not in worker_log and " object at 0x" not in worker_log, worker_log
+        assert "[disque.worker.service.Worker#error] disque worker: handler failed on job" in worker_log
         lines = log.read_text().splitlines()
         boom = [l for l in lines if l.endswith(" boom")]
         assert [l.split()[0] for l in boom] == ["start", "start", "done"]  # failed, NACKed, redelivered

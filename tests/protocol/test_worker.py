@@ -298,6 +298,45 @@ def test_tap_username_and_password_reach_the_client(tmp_path, monkeypatch):
         assert (client.username, client.password) == login
 
 
+def test_tap_loglevel_filters_the_worker_and_client_lines(tmp_path, monkeypatch):
+    """twistd disque-worker writes notice and above unless told otherwise:
+    no debug line of the worker or of its client, whose lines go through
+    the process's disque log (disque.io.logs.node_log)."""
+    from disque.io.logs import node_log
+
+    (tmp_path / "wjobs3.py").write_text("def handle(job):\n    return job\n")
+    monkeypatch.chdir(tmp_path)
+    argv = ["--handler", "wjobs3:handle", "--queues", "q"]
+    try:
+        for more, written in (([], ["a client info line"]),
+                              (["--loglevel", "verbose"], ["a worker debug line", "a client debug line",
+                                                           "a client info line"]),
+                              (["--loglevel", "warning"], [])):
+            options = Options()
+            options.parseOptions(argv + more)
+            worker = makeService(options)
+            with capturedLogs() as events:
+                worker.log.debug("a worker debug line")
+                worker.client.log.debug("a client debug line")
+                worker.client.log.info("a client info line")
+            assert [formatEvent(e) for e in events] == written, more
+    finally:
+        node_log.reset()
+    with pytest.raises(SystemExit) as e:
+        Options().parseOptions(argv + ["--loglevel", "loud"])
+    assert str(e.value) == "disque-worker: --loglevel must be one of debug, verbose, notice, warning"
+
+
+def test_the_client_names_a_node_in_its_lines_without_a_repr():
+    from disque.client.txconn import Node
+
+    node = Node("127.0.0.1", 7711)
+    assert "{node}".format(node=node) == "127.0.0.1:7711"
+    node.id = "3f2a9c1b5e" + "0" * 30
+    assert "{node}".format(node=node) == "127.0.0.1:7711 (3f2a9c1b)"
+    assert repr(node) == "<node 127.0.0.1:7711 3f2a9c1b>"          # (what a debugger shows)
+
+
 def test_stop_gives_up_a_getjob_stuck_in_failover():
     worker, client, clock = make(lambda j: None, fetch_timeout=1000)
     stopped = worker.stopService()  # the GETJOB in flight never answers: its node is gone
