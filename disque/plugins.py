@@ -120,13 +120,16 @@ def integer(lo: int, hi: int):
     return convert
 
 
-def help_text() -> str:
+def help_text(options=()) -> str:
     """``twistd disque --help-strategies``: every strategy found, per kind,
     with its description and argument format; then the endpoint types the
-    listeners and the bus accept."""
+    listeners and the bus accept.  ``options``: the directives that have
+    an option of their own (``--persistence``); the others are given with
+    ``--set``."""
     lines = ["Strategies are chosen as name or name:key=value,key=value", ""]
     for interface, directive in KINDS:
-        lines.append("%s (--%s, or '%s' in the config file):" % (directive, directive, directive))
+        flag = "--%s" % directive if directive in options else "--set %s=..." % directive
+        lines.append("%s (%s, or '%s' in the config file):" % (directive, flag, directive))
         found = strategies(interface)
         width = max([len(f.name) for f in found] + [8])
         for factory in found:

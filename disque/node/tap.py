@@ -39,6 +39,8 @@ _DIRECT = [
                      "(default: port on each bind address)."),
     ("persistence", None, "Persistence strategy: aof[:args] | none | a plugin (see --help-strategies)."),
     ("federation-policy", None, "Federation policy: default[:args] | a plugin (see --help-strategies)."),
+    ("http-port", None, "TCP port of the HTTP side: the dashboard, /api, /metrics (default 0: off)."),
+    ("http-frontend", None, "Strategy serving the HTTP side: default | a plugin (see --help-strategies)."),
 ]
 
 
@@ -66,7 +68,7 @@ class Options(usage.Options):
         """List the strategies and endpoint types installed, then exit."""
         from ..plugins import help_text
 
-        self.helpOutput.write(help_text())
+        self.helpOutput.write(help_text({name for name, _, _ in _DIRECT}))
         raise SystemExit(0)
 
     def opt_set(self, assignment):
