@@ -36,6 +36,17 @@ def _check_logfile(path):
     return True
 
 
+def _check_log_tag(text):
+    """``log-tag``: printable, short, with no braces but those of
+    ``{port}`` and ``{id}`` (disque.io.logs)."""
+    require(len(text) <= 64, "must be at most 64 characters long")
+    require(text.isprintable(), "must be printable (no newline or control character)")
+    rest = re.sub(r"\{(?:port|id)\}", "", text)
+    require("{" not in rest and "}" not in rest,
+            "may hold {port} (the node's port) and {id} (its short ID), and no other brace")
+    return True
+
+
 def _set_output_limits(spec, text, cur):
     words = text.split(" ") if text else []
     if len(words) % 4:
@@ -147,6 +158,9 @@ SPECS = (
     Spec("dedup-window", "int", 600, True, original=False, lo=0, hi=30 * 86400),
     Spec("max-deliveries", "int", 0, True, original=False, lo=0, hi=(1 << 32) - 1),
     Spec("output-flush", "enum", "read", True, original=False, choices=("read", "turn")),
+    # Which node wrote a line (disque.io.logs): "" none, else a text with
+    # {port} and {id} standing for the node's port and short ID.
+    Spec("log-tag", "str", "", True, original=False, nullable=True, check=_check_log_tag),
     # What a load does with damaged AOF records (disque.persistence.scan):
     # refuse to start, or start without them (their jobs come back from the
     # nodes holding copies).

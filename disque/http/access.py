@@ -27,6 +27,11 @@ Invariant: a request that reaches a resource has ``acl_user`` set to the
 :class:`disque.access.acl.User` it runs as; the resources check what that user
 may do (disque.http.api, disque.http.site).  Everything is read at each
 request, so CONFIG SET and ACL changes apply to the next one.
+
+Each request answered is one line of the node's log (:func:`access_line`),
+a debug line: written at ``loglevel verbose`` or ``debug`` only, where the
+node's lines go (``logfile``, syslog), never to Twisted's own access log.
+The site starts and stops without a line (``noisy = False``).
 """
 
 import base64
@@ -37,6 +42,7 @@ import math
 from twisted.web import resource, server
 
 from ..access.acl import DEFAULT
+from ..io.logs import logger
 from ..commands.shown import client_info
 from ..access.protection import DENIED, DENIED_REASON, refuses
 from .dispatch import request_client
@@ -57,6 +63,8 @@ SECURITY_HEADERS = (
     (b"referrer-policy", b"no-referrer"),
     (b"cache-control", b"no-store"),
 )
+
+log = logger("disque.http")
 
 NOAUTH = b"-NOAUTH Authentication required."
 WRONGPASS = b"-WRONGPASS invalid username-password pair or user is disabled."
@@ -185,12 +193,39 @@ class AccessRequest(server.Request):
     acl_user = None
 
 
+def _shown(value) -> str:
+    """Bytes of a request (a path, a header) for a log line: printable
+    ASCII as it is, any other byte, ``"`` and ``\\`` as ``\\xHH``."""
+    if value is None:
+        return "-"
+    return "".join(chr(c) if 32 <= c < 127 and c not in (34, 92) else "\\x%02x" % c for c in value)
+
+
+def access_line(request) -> str:
+    """The access log line of ``request``, in the Combined Log Format less
+    the time (the log's own) and with the user the request ran as:
+    ``127.0.0.1 default "GET /api/node HTTP/1.1" 200 708 "-" "curl/8.5.0"``."""
+    peer = request.getClientAddress()
+    user = request.acl_user
+    return '%s %s "%s %s %s" %d %s "%s" "%s"' % (
+        getattr(peer, "host", "-"), "-" if user is None else _shown(user.name), _shown(request.method),
+        _shown(request.uri), _shown(request.clientproto), request.code, request.sentLength or "-",
+        _shown(request.getHeader(b"referer")), _shown(request.getHeader(b"user-agent")))
+
+
 class AccessSite(server.Site):
     """The site of the HTTP side (see the module docstring)."""
+
+    noisy = False  # no "Starting factory <...AccessSite object at 0x...>"
 
     def __init__(self, root, runtime):
         super().__init__(root, requestFactory=AccessRequest)
         self.runtime = runtime
+
+    def log(self, request):
+        """The access line, through the node's log (see the module
+        docstring) instead of twisted.web's access log."""
+        log.debug("HTTP {line}", line=access_line(request))
 
     def getResourceFor(self, request):
         for name, value in SECURITY_HEADERS:

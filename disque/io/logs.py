@@ -1,5 +1,6 @@
-"""The node's log: which lines it writes (``loglevel``) and where
-(``logfile``, ``syslog-enabled``, ``syslog-ident``, ``syslog-facility``).
+"""The node's log: which lines it writes (``loglevel``), where
+(``logfile``, ``syslog-enabled``, ``syslog-ident``, ``syslog-facility``)
+and the tag that says which node wrote them (``log-tag``).
 
 Every module of the node logs through a Logger made by :func:`logger`, whose
 observer is :data:`node_log`: the one place that filters the node's lines
@@ -29,6 +30,15 @@ Destinations, decided at start-up as in the original (CONFIG SET refuses
   ``syslog-facility``; debug lines at LOG_DEBUG, info at LOG_NOTICE, warn at
   LOG_WARNING, error at LOG_ERR, critical at LOG_CRIT.
 
+The tag.  ``log-tag`` (default ``""``: none) is a text put in brackets
+before each of the node's lines, in every destination alike (the file,
+twistd's log, syslog): ``[7711] Disque ... ready``.  ``{port}`` in it
+stands for the port the node advertises (the configured one until the
+listeners listen), ``{id}`` for the first 8 characters of its ID (``?``
+until it is known: the lines before the node file is read).  The node
+service tells the log both (:meth:`NodeLog.set_tag_fields`); ``CONFIG SET
+log-tag`` takes effect at once.  twistd's own lines carry no tag.
+
 Precedence with twistd's ``-l``: it always decides where twistd's own lines
 go, and moves the node's lines only while ``logfile`` is ``""``; a node
 ``logfile`` wins for the node's lines.
@@ -36,19 +46,25 @@ go, and moves the node's lines only while ``logfile`` is ``""``; a node
 One process, one node log (twistd runs one node): the node service
 configures it when it is made (:meth:`NodeLog.follow`, before the AOF is
 loaded, whose progress it logs) and resets it to the defaults when it
-stops.
+stops.  The worker and the Twisted client log through it too (their
+namespaces are ``disque.worker...`` and ``disque.client...``): in a process
+of their own, such as ``twistd disque-worker``, it stays at its default,
+``notice``, unless told otherwise (:meth:`NodeLog.set_level`).
 """
 
 from twisted.logger import (FilteringLogObserver, LogLevel, LogLevelFilterPredicate, Logger, formatEvent,
                             formatEventAsClassicLogText, globalLogPublisher)
 
-__all__ = ["LEVELS", "NodeLog", "logger", "node_log"]
+__all__ = ["LEVELS", "NodeLog", "TAG_FIELDS", "logger", "node_log"]
 
 NAMESPACE = "disque"
 
 #: ``loglevel`` -> the lowest Twisted level written.
 LEVELS = {"debug": LogLevel.debug, "verbose": LogLevel.debug, "notice": LogLevel.info,
           "warning": LogLevel.warn}
+
+#: What ``{name}`` may stand for in ``log-tag``.
+TAG_FIELDS = ("port", "id")
 
 _SYSLOG_PRIORITY = {LogLevel.debug: "LOG_DEBUG", LogLevel.info: "LOG_NOTICE", LogLevel.warn: "LOG_WARNING",
                     LogLevel.error: "LOG_ERR", LogLevel.critical: "LOG_CRIT"}
@@ -69,10 +85,14 @@ class NodeLog:
         self._filter(event)
 
     def reset(self) -> None:
-        """Back to the defaults: notice, the process's log, no syslog."""
+        """Back to the defaults: notice, the process's log, no syslog, no
+        tag."""
         self.set_level("notice")
         self.path = ""
         self._syslog = None
+        self._template = ""
+        self._fields = {}
+        self.tag = ""  # the tag as written: the template with its fields replaced
 
     def set_level(self, name: str) -> None:
         self._predicate.setLogLevelForNamespace(NAMESPACE, LEVELS[name])
@@ -84,20 +104,54 @@ class NodeLog:
 
     def follow(self, config, syslog=None) -> list:
         """Take ``logfile`` and the ``syslog-*`` directives from ``config``
-        now, and ``loglevel`` now and at each CONFIG SET.  ``syslog``: the
-        module to use (tests pass a fake).  Returns the unregister functions
-        of the appliers (see :meth:`disque.config.Config.on_change`)."""
+        now, and ``loglevel`` and ``log-tag`` now and at each CONFIG SET.
+        ``syslog``: the module to use (tests pass a fake).  Returns the
+        unregister functions of the appliers (see
+        :meth:`disque.config.Config.on_change`)."""
         self.path = config["logfile"]
         self._syslog = None
         if config["syslog-enabled"]:
             self._syslog = _SyslogWriter(config["syslog-ident"], config["syslog-facility"], syslog)
-        return [config.on_change("loglevel", self.set_level)]
+        return [config.on_change("loglevel", self.set_level), config.on_change("log-tag", self.set_tag)]
+
+    def set_tag(self, template: str) -> None:
+        """``log-tag``: the template of the tag (see the module docstring)."""
+        self._template = template
+        self._render_tag()
+
+    def set_tag_fields(self, port=None, id=None) -> None:
+        """What ``{port}`` and ``{id}`` stand for, as they become known:
+        the port (an int) and the node's ID (its first 8 characters are
+        shown); None leaves a field as it is."""
+        if port is not None:
+            self._fields["port"] = str(port)
+        if id is not None:
+            self._fields["id"] = id[:8]
+        self._render_tag()
+
+    def _render_tag(self):
+        tag = self._template
+        for name in TAG_FIELDS:
+            tag = tag.replace("{%s}" % name, self._fields.get(name, "?"))
+        self.tag = tag
 
     def _write(self, event):
+        if self.tag:
+            event = _tagged(event, self.tag)
         if not (self.path and _append(self.path, event)):
             globalLogPublisher(event)
         if self._syslog is not None:
             self._syslog(event)
+
+
+def _tagged(event, tag):
+    """A copy of ``event`` whose text starts with ``[tag]``."""
+    text = event.get("log_format")
+    if not text:
+        return event
+    tagged = dict(event)
+    tagged["log_format"] = "[%s] %s" % (tag.replace("{", "{{").replace("}", "}}"), text)
+    return tagged
 
 
 def _append(path, event) -> bool:

@@ -26,7 +26,8 @@ from ..config import ConfigSetError
 from ..io.files import remove_stale_temps
 from ..interfaces import IFederationPolicyFactory, IHTTPFrontendFactory, IPersistenceFactory
 from ..io.logs import logger, node_log
-from ..plugins import make_strategy
+from ..http import site_url
+from ..plugins import make_strategy, split_spec
 from ..resp.protocol import RespFactory
 from .heap import frozen_cycles_released, heap_freezer
 from .listeners import (BusConnector, DeferredEndpoint, EndpointError, Listener, bus_descriptions,
@@ -114,6 +115,7 @@ class DisqueNodeService(MultiService):
         self.reactor = reactor
         self._on_shutdown = on_shutdown or self._stop_reactor
         self._forget = node_log.follow(config)  # first: what follows may log
+        node_log.set_tag_fields(port=(config["tls-port"] if config["tls-cluster"] else config["port"]) or None)
         self.persistence = make_strategy(IPersistenceFactory, config["persistence"], config)
         self.persistence.reactor = reactor  # everysec fsyncs and incremental rewrites
         federation = make_strategy(IFederationPolicyFactory, config["federation-policy"], config)
@@ -140,6 +142,7 @@ class DisqueNodeService(MultiService):
         if saved is not None:
             node_id = saved[0]
         runtime = self.runtime = NodeRuntime(config, reactor, self.persistence, self._on_shutdown, node_id, nodes_path)
+        node_log.set_tag_fields(id=runtime.node.my_id.decode())
         if saved is not None:
             runtime.node.cluster.restore(saved[1], saved[2], runtime.node.now)
         else:
@@ -216,8 +219,7 @@ class DisqueNodeService(MultiService):
         self._log_loaded()
         self.cron.setServiceParent(self)  # started at once: the first tick runs now (the links, the cron)
         runtime.after_batch()  # the jobs' timers
-        log.info("Disque {version} node {id} ready to accept connections on {where}",
-                 version=DISQUE_VERSION, id=runtime.node.my_id.decode(), where=self._where())
+        self._log_ready()
 
     def _bus_description(self, index):
         if self.listening_port is None:
@@ -297,18 +299,24 @@ class DisqueNodeService(MultiService):
             listener.startService()
         port = self.listening_port
         runtime.node.cluster.myself.port = self.config["port"] if port is None else port
+        node_log.set_tag_fields(port=runtime.node.cluster.myself.port)
         bus_ports = [listening_port(listener) for listener in self.bus_listeners]
         if port is not None and port + BUS_PORT_OFFSET not in bus_ports:
             log.warn("No cluster-listen endpoint listens on port {bus} (client port {port} + 10000): "
                      "peers will not reach this node's bus", bus=port + BUS_PORT_OFFSET, port=port)
         super().startService()
         if self.load.active:
-            log.info("Disque {version} node {id} loading the AOF; meanwhile clients on {where} get -LOADING",
-                     version=DISQUE_VERSION, id=runtime.node.my_id.decode(), where=self._where())
+            log.info("Disque {version} node {id} loading the AOF; meanwhile clients on {where} get -LOADING{http}",
+                     version=DISQUE_VERSION, id=runtime.node.my_id.decode(), where=self._where(),
+                     http=self._http_where())
             self.load.start()
             return
-        log.info("Disque {version} node {id} ready to accept connections on {where}",
-                 version=DISQUE_VERSION, id=runtime.node.my_id.decode(), where=self._where())
+        self._log_ready()
+
+    def _log_ready(self):
+        log.info("Disque {version} node {id} ready to accept connections on {where}{http}",
+                 version=DISQUE_VERSION, id=self.runtime.node.my_id.decode(), where=self._where(),
+                 http=self._http_where())
 
     def _where(self):
         """Where clients connect, for the log."""
@@ -318,6 +326,17 @@ class DisqueNodeService(MultiService):
         if tls_port:
             where += " (TLS)" if tls_port == port else ", TLS port %d" % tls_port
         return where
+
+    def _http_where(self):
+        """For the log: "; dashboard at <its URL>" while the HTTP side is
+        on (the name of another frontend), else ""."""
+        if self.http_listener is None:
+            return ""
+        config = self.config
+        url = site_url(config["http-bind"], listening_port(self.http_listener) or config["http-port"],
+                       config["http-tls"])
+        frontend = split_spec(config["http-frontend"])[0]
+        return "; %s at %s" % ("dashboard" if frontend == "default" else "HTTP frontend " + frontend, url)
 
     def _cron_tick(self):
         """The periodic work, ``hz`` times a second (disque.node.timers)."""

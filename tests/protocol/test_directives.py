@@ -980,6 +980,16 @@ def _logfile(make, tmp_path):
     assert any(READY in t for t in texts(events))
 
 
+@effect("log-tag")
+def _log_tag(make):
+    for tag, start in (("", "Disque "), ("{port}/{id}", "[7711/%s] Disque "), ("eu-1", "[eu-1] Disque ")):
+        with captured_log() as events:
+            node = make(**{"log-tag": tag})
+        [ready] = [t for t in texts(events) if READY in t]
+        assert ready.startswith(start.replace("%s", node.runtime.node.my_id.decode()[:8])), ready
+        node.service.stopService()
+
+
 @effect("syslog-enabled", "syslog-ident", "syslog-facility")
 def _syslog(make, monkeypatch):
     fake = FakeSyslog()

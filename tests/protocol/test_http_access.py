@@ -7,7 +7,7 @@ queues and jobs only; a user without the category cannot act or read;
 actions are their RESP commands (MONITOR, the slow log and the command
 stats see them); the Host check; the security headers on every answer;
 Bearer and Basic as the default user; wrong passwords counted, slowed and
-refused per source; protected mode."""
+refused per source; protected mode; the access log."""
 
 import base64
 import json
@@ -15,9 +15,11 @@ import json
 import pytest
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
+from twisted.logger import formatEvent
 
 from disque.http.access import CSP, host_allowed, host_name
 from disque.access.protection import DENIED
+from tests.support.memory import captured_log
 
 LOCAL = "127.0.0.1"
 STRANGER = "10.9.8.7"
@@ -339,3 +341,33 @@ def test_protected_mode_denies_a_stranger_every_page(make):
     admin.call("CONFIG", "SET", "requirepass", "")
     admin.call("CONFIG", "SET", "protected-mode", "no")
     assert get(node, b"/api/queues/q", peer=STRANGER).status == 200
+
+
+# -- the access log ---------------------------------------------------------------------
+
+def access_lines(events):
+    return [formatEvent(e) for e in events if "GET " in formatEvent(e)]
+
+
+@pytest.mark.parametrize("level, logged", [("warning", False), ("notice", False), ("verbose", True),
+                                           ("debug", True)])
+def test_access_lines_are_verbose_lines_of_the_node_log(make, level, logged):
+    node = make(**{"http-port": "8080", "loglevel": level})
+    [site] = [f for port, f, *_ in node.reactor.tcpServers if port == 8080]
+    with captured_log() as events:
+        site.doStart()                                        # as the listener starts it: without a line
+        answer = get(node, b"/api/node")
+        assert get(node, b'/nope?"\x7f', b"Referer: http://x/\r\nUser-Agent: a\\b\r\n").status == 404
+        site.doStop()
+    expected = ['HTTP 127.0.0.1 default "GET /api/node HTTP/1.1" 200 %d "-" "-"' % len(answer.body),
+                'HTTP 127.0.0.1 default "GET /nope?\\x22\\x7f HTTP/1.1" 404 79 "http://x/" "a\\x5cb"']
+    assert access_lines(events) == (expected if logged else [])
+    assert [e["log_namespace"] for e in events] == (["disque.http"] * 2 if logged else [])
+
+
+def test_a_refused_request_is_logged_without_a_user(make):
+    node = make(**{"http-port": "8080", "loglevel": "verbose", "requirepass": "pw"})
+    with captured_log() as events:
+        assert get(node, b"/metrics").status == 401
+        assert get(node, b"/metrics", basic("", "pw")).status == 200
+    assert [t.split('"')[0] for t in access_lines(events)] == ["HTTP 127.0.0.1 - ", "HTTP 127.0.0.1 default "]
