@@ -8,6 +8,7 @@ import errno
 import gc
 import os
 import re
+import shlex
 import stat
 
 from .errors import InvalidValue, require
@@ -22,6 +23,17 @@ def _dir_problem(path):
     except (OSError, ValueError) as e:
         return getattr(e, "strerror", None) or str(e)
     return None
+
+
+def _check_dir(path):
+    """``dir`` must be a directory already: the node does not make it (a
+    mistyped path would start a new node, with a new ID and no AOF, which
+    its seeds would then join to the cluster).  Make it first, with the
+    owner and mode it needs (docs/cluster.md)."""
+    problem = _dir_problem(path)
+    if problem == os.strerror(errno.ENOENT):
+        problem += ": make it first (mkdir -p %s); the node does not create its dir" % shlex.quote(path)
+    return require(not problem, "can't use it as working directory: %s" % problem)
 
 
 def _check_logfile(path):
@@ -140,8 +152,7 @@ SPECS = (
     Spec("syslog-facility", "enum", "local0",
          choices=("user",) + tuple("local%d" % n for n in range(8))),
     Spec("appendonly", "bool", False, True),
-    Spec("dir", "str", ".", show=os.path.abspath, check=lambda t: require(
-        not _dir_problem(t), "can't use it as working directory: %s" % _dir_problem(t))),
+    Spec("dir", "str", ".", show=os.path.abspath, check=_check_dir),
     Spec("client-output-buffer-limit", "obl", {"normal": (0, 0, 0)}, True, runtime=_set_output_limits),
     Spec("unixsocketperm", "octal", 0, fixed=_TCP_ONLY),
     Spec("bind", "list", ["127.0.0.1"]),

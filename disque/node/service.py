@@ -34,6 +34,7 @@ from .listeners import (BusConnector, DeferredEndpoint, EndpointError, Listener,
                         client_descriptions, listening_port, open_bus_refusal, server_endpoint, tls_descriptions)
 from .loading import BackgroundLoad
 from .nodefile import check_writable, load_nodes_file
+from .nodefile_lock import NodeFileLock
 from .runtime import NodeRuntime
 from .timers import IdleClients, Watchdog, hz_timer
 from .tls import RELOADABLE, TLSContexts, TLSError, TLSServerEndpoint, enabled as tls_enabled
@@ -109,6 +110,15 @@ class DisqueNodeService(MultiService):
 
     def __init__(self, config, reactor=None, on_shutdown=None, node_id=None):
         super().__init__()
+        self.nodes_lock = None
+        try:
+            self._build(config, reactor, on_shutdown, node_id)
+        except BaseException:  # (a node built again in this process must find the node file free)
+            if self.nodes_lock is not None:
+                self.nodes_lock.release()
+            raise
+
+    def _build(self, config, reactor, on_shutdown, node_id):
         if reactor is None:
             from twisted.internet import reactor
         self.config = config
@@ -135,6 +145,9 @@ class DisqueNodeService(MultiService):
                          for d in config["cluster-listen"]]
         self._forget.append(config.on_change("cluster-password", self._closed_bus))  # before anything loads
         nodes_path = os.path.join(config["dir"], config["cluster-config-file"])
+        # One node per node file (and so per dir): locked before it is read
+        # or a stale temp of it removed; held until the service stops.
+        self.nodes_lock = NodeFileLock(nodes_path)
         for path in remove_stale_temps(files.OS, nodes_path):
             log.info("Removed {path}, left by a save the node did not finish", path=path)
         saved = load_nodes_file(nodes_path) if node_id is None else None
@@ -285,6 +298,7 @@ class DisqueNodeService(MultiService):
         return None
 
     def startService(self):
+        self.nodes_lock.write_pid()  # (twistd forks to run in the background after building the service)
         runtime = self.runtime
         runtime.set_time()
         if not self.load.active:  # (else once loaded: no record is written back meanwhile)
@@ -361,4 +375,5 @@ class DisqueNodeService(MultiService):
             waits += self.runtime.links.stop_all()
             self.runtime.links = None
         self.persistence.close()
+        self.nodes_lock.release()
         return _within(self.reactor, STOP_TIMEOUT, waits)

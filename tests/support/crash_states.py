@@ -175,10 +175,13 @@ class RecordingFileSystem(FileSystem):
     and logged as an unsynced ``truncate`` (``note="outside"``);
     :meth:`check_door` says whether anything else changed behind it."""
 
-    def __init__(self, root, sync=False, ignore=()):
+    def __init__(self, root, sync=False, ignore=("nodes.conf.lock",)):
         self.root = os.path.abspath(root)
         self.sync = sync
-        self.ignore = ignore  # names left out of the log (a file no one writes through this door)
+        # Names left out of the log (a file no one writes through this door:
+        # by default the node file's lock, disque/node/nodefile_lock.py,
+        # which holds a pid and no state).
+        self.ignore = ignore
         self.ops = []
         self.next_inode = 0
         self.names = {}  # name -> inode, as a reader sees them now
