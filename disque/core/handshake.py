@@ -150,6 +150,7 @@ class Handshakes:
         if header.host and valid_address(header.host, node.port):
             node.host = header.host
         self.dirty = True
+        self.fresh.append(node.id)  # announced to the other members at the next cron
         self.outbox.append(Notice("Node %s joined the cluster (it answered on our link to %s)"
                                   % (node.describe(), printable(getattr(link, "peer_host", b"")))))
         return node

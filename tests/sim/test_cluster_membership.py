@@ -40,6 +40,26 @@ def test_any_spanning_set_of_meets_completes_the_mesh(n, rnd, data):
     assert full_mesh(sim)
 
 
+def test_a_join_is_announced_to_the_other_members_at_the_next_cron():
+    """Two MEETs at once (0 meets 1, 1 meets 2): 1's handshake with 2 ends
+    before 1 knows 0, so nothing 2 hears names 0.  1 announces each join to
+    the members it has at the next cron (100 ms), instead of their next
+    regular PING (1 s): the mesh is complete within that."""
+    for run in range(20):
+        sim = SimCluster(3, seed=run)
+        for i in (0, 1):
+            sim.nodes[i].set_time(sim.now)
+            sim.nodes[i].cluster.meet(HOST, sim.ports[i + 1], sim.now, True)
+        sim._drain(0)
+        sim._drain(1)
+        sim.pump()
+        waited = 0
+        while not full_mesh(sim):
+            assert waited < 200, run
+            sim.advance(100)
+            waited += 100
+
+
 def test_meet_starts_a_handshake_with_a_temporary_id():
     sim = SimCluster(2)
     sim.kill(1)  # nobody answers
