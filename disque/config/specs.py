@@ -6,6 +6,7 @@ and which directives hold secrets.  docs/config.md says what each does."""
 
 import errno
 import gc
+import ipaddress
 import os
 import re
 import shlex
@@ -82,6 +83,34 @@ def _check_host_name(text):
     header carries it, without the port."""
     return require(text == "*" or re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", text),
                    "'%s' is not a host name: letters, digits, '.', '-', '_' and no port (or * for any)" % text)
+
+
+_HOST_NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                        r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+
+
+def parse_seed(text):
+    """A ``cluster-seeds`` word, ``host:port`` (IPv6 in brackets:
+    ``[::1]:7711``), as ``(host, port)``: an IP address in its normal form
+    or a host name in lower case, and a client port whose bus port (+ 10000)
+    exists.  Raises InvalidValue saying what it must be."""
+    host, sep, port = text.rpartition(":")
+    problem = "'%s' is not host:port (a client port, as CLUSTER MEET takes; IPv6 in brackets: [::1]:7711)" % text
+    require(sep and host and re.fullmatch("[0-9]{1,5}", port), problem)
+    require(0 < int(port) <= 65535 - 10000, "'%s': the port must be 1..55535 (its bus port, + 10000, must exist)"
+            % text)
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            return str(ipaddress.IPv6Address(host[1:-1])), int(port)
+        except ValueError:
+            raise InvalidValue(problem) from None
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        require(_HOST_NAME.fullmatch(host) and not re.fullmatch(r"[0-9.]+", host), problem)
+        return host.lower().rstrip("."), int(port)
+    require(address.version == 4, problem)  # an IPv6 address without brackets: where does the port start?
+    return str(address), int(port)
 
 
 def _set_keepalive(spec, text, cur):
@@ -191,6 +220,10 @@ SPECS = (
     # unless this says anyone who can reach it may be a member
     # (disque.node.listeners.open_bus_refusal, docs/security.md).
     Spec("cluster-trusted-network", "bool", False, original=False),
+    # Nodes to join by themselves, as client addresses host:port
+    # (disque.core.seeds, docs/cluster.md); CONFIG SET tries the new list.
+    Spec("cluster-seeds", "list", [], True, original=False, check=lambda t: parse_seed(t) and True,
+         runtime=_set_words),
     # TLS (disque/node/tls.py, docs/security.md), in Redis' words; CONFIG SET of
     # the settable ones reloads the certificates for new connections.
     # The HTTP side (disque/http/, docs/observability.md): off while

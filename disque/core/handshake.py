@@ -27,7 +27,8 @@ RESET.  :class:`Handshakes` is a part of
   source address (:class:`~.effects.Notice` keys), and so are MEETs from
   unknown senders.  Joins and forgotten members are logged, each one.
 * ``CLUSTER FORGET`` drops a node and ignores gossip about it for 60 s, so
-  the rest of the cluster has time to forget it too.
+  the rest of the cluster has time to forget it too; the handshakes the
+  seeds start (:mod:`~disque.core.seeds`) obey it as gossip's do.
 """
 
 from .cluster_node import ClusterNode, new_node_id, printable, valid_address, valid_node_id
@@ -47,21 +48,23 @@ class Handshakes:
 
     __slots__ = ()
 
-    def meet(self, host: bytes, port: int, now: int, explicit: bool = False) -> None:
-        """CLUSTER MEET (``explicit``) and gossip about an unknown node:
-        start a handshake unless a node, myself included, has that address
-        (a claim does not hold the address it announced: whoever answers
-        there first is the node).  An operator's MEET also wins over a
-        recent FORGET; gossip does not."""
+    def meet(self, host: bytes, port: int, now: int, explicit: bool = False):
+        """CLUSTER MEET (``explicit``), gossip about an unknown node and the
+        seeds: start a handshake unless a node, myself included, has that
+        address (a claim does not hold the address it announced: whoever
+        answers there first is the node).  An operator's MEET also wins
+        over a recent FORGET; gossip and the seeds do not.  Returns the
+        handshake's temporary ID, or None."""
         for n in self.nodes.values():
             if n.host == host and n.port == port and not n.claimed_from:
-                return
+                return None
         temp = ClusterNode(new_node_id(), host, port, now)
         temp.handshake = True
         temp.meet = True
         temp.explicit = explicit
         self.nodes[temp.id] = temp
         self.outbox.append(Link(temp.id, host, port))
+        return temp.id
 
     def forget(self, node_id: bytes, now: int) -> bool:
         node = self.nodes.get(node_id)
@@ -128,6 +131,7 @@ class Handshakes:
             return self._joined(pending, header, link)
         old_id = pending.id
         del self.nodes[old_id]
+        self.seeds.answered(old_id, header.sender, self.myself.id, self.outbox)
         known = self.nodes.get(header.sender)
         if known is not None and known.claimed_from:  # our link's answer beats a claim
             self._remove_node(known)

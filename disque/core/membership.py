@@ -12,6 +12,8 @@ its own module and working on the view's state:
 * :mod:`~disque.core.handshake` -- adding and removing nodes at runtime:
   CLUSTER MEET, handshakes, claims, joins, FORGET, RESET;
 * :mod:`~disque.core.failure_detection` -- PFAIL and FAIL;
+* :mod:`~disque.core.seeds` -- ``cluster-seeds``, the nodes to join by
+  itself (``seeds``, run by the cron);
 * :mod:`~disque.core.node_file_format` -- the node file's text;
 * :mod:`~disque.core.cluster_node` -- one node's record, node IDs and
   addresses.
@@ -47,6 +49,7 @@ from .effects import Send, SendLink, Unlink
 from .failure_detection import FailureDetection
 from .handshake import MAX_CLAIMS, Handshakes
 from .node_file_format import NodeFileFormat, parse_nodes_file
+from .seeds import Seeds
 
 # ClusterNode, MAX_CLAIMS, new_node_id and parse_nodes_file stay importable
 # from here, where callers have found them since membership was one module.
@@ -71,6 +74,10 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
         self.rng = rng or _random.Random()
         self.blacklist = {}  # node id -> ms until which gossip about it is ignored
         self.dirty = False  # the node file needs saving
+        self.seeds = Seeds()  # cluster-seeds (the runtime configures them)
+        # Hosts of this node besides the one it advertises (its bind
+        # addresses, set by the runtime): a seed there at its port is itself.
+        self.own_hosts = frozenset()
         self.fresh = []  # IDs of the nodes joined since the last announcement (cron)
         self.sent = 0
         self.received = 0
@@ -185,6 +192,12 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
         node.last_ping = now
         self.send(node.id, kind(self._pick_gossip(node.id)))
 
+    def send_meet(self, node, now) -> None:
+        """A MEET to the member ``node`` on our link: a node that does not
+        have us in its table takes it as a claim (the seeds' way back into
+        a cluster that forgot this node); one that has us, as a PING."""
+        self._send_ping(node, now, messages.Meet)
+
     def _announce_joins(self) -> None:
         """One PING to each member linked to, whose gossip names the nodes
         that joined since the last announcement (see the module docstring)."""
@@ -294,6 +307,7 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
     def cron(self, now: int) -> None:
         if self.fresh:
             self._announce_joins()
+        self.seeds.cron(self, now)
         timeout = self.node_timeout
         interval = min(1000, timeout // 2 or 1)
         for node in list(self.nodes.values()):

@@ -31,6 +31,7 @@ from ..core.membership import new_node_id
 from ..core.node import NodeState
 from ..interfaces import IClientRuntime
 from ..commands.dispatcher import dispatch_loading, dispatch_misconf
+from ..config.specs import parse_seed
 from ..io.logs import logger
 from ..contract import ReplySlot
 from ..resp.reply import one_line
@@ -54,6 +55,29 @@ def _closure(dispatch, ctx):
 # PyPy's partial (written in Python, with *args and **kwargs) cost about 6%
 # of a pipelined request (benchmarks/dispatch_bench.py, docs/benchmarks.md).
 _bound = partial if platform.python_implementation() == "CPython" else _closure
+
+
+_WILDCARDS = ("", "0.0.0.0", "::", "*")
+_LOOPBACK = (b"127.0.0.1", b"::1", b"localhost")
+
+
+def own_hosts(binds):
+    """The hosts that name this node, from its ``bind`` addresses (for
+    every interface, the loopback names; the seeds learn the others when
+    their handshake is answered by this node itself)."""
+    hosts = set()
+    for bind in binds or [""]:
+        try:
+            host, _ = parse_seed("%s:1" % ("[%s]" % bind if ":" in bind else bind))
+        except ValueError:
+            host = bind
+        if bind in _WILDCARDS:
+            hosts.update(_LOOPBACK)
+            continue
+        hosts.add(host.encode())
+        if host.startswith("127.") or host == "::1":
+            hosts.add(b"localhost")
+    return frozenset(hosts)
 
 
 @implementer(IClientRuntime)
@@ -107,7 +131,18 @@ class NodeRuntime:
         config.on_change("client-query-buffer-limit", lambda n: setattr(self, "query_buffer_limit", n))
         config.on_change("proto-max-bulk-len", self._set_max_bulk_len)
         config.on_change("cluster-link-sendbuf-limit", lambda n: setattr(self.bus, "bus_sendbuf_limit", n))
+        node.cluster.own_hosts = own_hosts(config["bind"])
+        config.on_change("cluster-seeds", self._set_seeds)
 
+    def _set_seeds(self, words):
+        """``cluster-seeds``, at start-up and at each CONFIG SET: the core
+        tries them from now (disque.core.seeds)."""
+        seeds = []
+        for word in words:
+            host, port = parse_seed(word)
+            if (host.encode(), port) not in seeds:
+                seeds.append((host.encode(), port))
+        self.node.cluster.seeds.configure(seeds, int(self.reactor.seconds() * 1000))
     def _set_client_memory_limit(self, _value):
         """``maxmemory-clients``, in bytes or a share of ``maxmemory``."""
         config = self.config

@@ -20,6 +20,7 @@ from collections import deque
 
 from ..core import effects
 from ..core.node import NodeState
+from ..core.node_file_format import parse_nodes_file
 
 
 HOST = b"127.0.0.1"
@@ -120,6 +121,30 @@ class SimCluster:
             node.outbox.append(effects.Link(peer.id, peer.host, peer.port))
         self._drain(i)
         self.pump()
+
+    def restart(self, i, node_file=True):
+        """Node ``i`` restarts: a new core on its port, with the ID and the
+        peers of its node file, or without the file (lost: a new ID, no
+        peers).  What the core learns from its config (the seeds) is the
+        caller's to give again, as the runtime does at start-up.  Returns
+        the new core."""
+        old = self.nodes[i]
+        text = old.cluster.nodes_file_text()
+        self.kill(i)
+        if node_file:
+            node_id, leaving, peers = parse_nodes_file(text)
+        else:
+            node_id, leaving, peers = bytes(self.rng.getrandbits(8) for _ in range(20)).hex().encode(), False, []
+        node = NodeState(node_id, self.now, rng=random.Random(self.rng.random()), port=self.ports[i])
+        node.cluster.node_timeout = old.cluster.node_timeout
+        node.federation.policy = self.policy_factory()
+        node.set_time(self.now)
+        node.cluster.restore(leaving, peers, self.now)
+        self.nodes[i] = node
+        self.alive[i] = True
+        self._drain(i)
+        self.pump()
+        return node
 
     def _can_talk(self, a, b):
         return self.alive[a] and self.alive[b] and frozenset((a, b)) not in self.cut

@@ -170,6 +170,47 @@ def _cluster_trusted_network(make):
     assert node.runtime.bus.bus_handshake(initiator=False) is None  # open, as asked
 
 
+@effect("cluster-seeds")
+def _cluster_seeds(make):
+    """The node dials its seeds' buses (client port + 10000) by itself, but
+    not its own address; CONFIG GET shows the list, CONFIG SET replaces it
+    and tries the new one at once (tests/sim/test_seeds.py has the loop,
+    tests/process/test_e2e_seeds.py real clusters)."""
+    def dialled(node):
+        return [(host, port) for host, port, *_ in node.reactor.tcpClients]
+
+    assert dialled(make()) == []
+    node = make(**{"cluster-seeds": "127.0.0.1:7711 127.0.0.1:7712 localhost:7711"})  # (it is 127.0.0.1:7711)
+    assert dialled(node) == [("127.0.0.1", 17712)]
+    c = node.connect()
+    assert c.call("CONFIG", "GET", "cluster-seeds") == cmd("cluster-seeds", "127.0.0.1:7711 127.0.0.1:7712 "
+                                                                             "localhost:7711")
+    assert c.call("CONFIG", "SET", "cluster-seeds", "[::1]:7713") == b"+OK\r\n"
+    node.advance(0.2)
+    assert dialled(node)[1:] == [("::1", 17713)]
+    assert c.call("CONFIG", "SET", "cluster-seeds", "127.0.0.1") == \
+        b"-ERR Invalid argument '127.0.0.1' for CONFIG SET 'cluster-seeds'\r\n"
+    assert c.call("CONFIG", "GET", "cluster-seeds") == cmd("cluster-seeds", "[::1]:7713")
+    assert c.call("CONFIG", "SET", "cluster-seeds", "") == b"+OK\r\n"  # none: nothing is tried
+    node.advance(60)
+    assert len(dialled(node)) == 2 and c.call("CONFIG", "GET", "cluster-seeds") == cmd("cluster-seeds", "")
+
+
+@pytest.mark.parametrize("value, why", [
+    ("127.0.0.1", "'127.0.0.1' is not host:port (a client port, as CLUSTER MEET takes; IPv6 in brackets: "
+                  "[::1]:7711)"),
+    ("::1:7711", "'::1:7711' is not host:port"),
+    ("127.0.0.1:60000", "'127.0.0.1:60000': the port must be 1..55535 (its bus port, + 10000, must exist)"),
+    ("bad_host:7711", "'bad_host:7711' is not host:port"),
+])
+def test_a_malformed_seed_stops_start_up_in_one_line(make, value, why):
+    with pytest.raises(ConfigError) as e:
+        make(**{"cluster-seeds": "127.0.0.1:7712 " + value})
+    assert str(e.value).startswith("command-line option 'cluster-seeds': invalid value '127.0.0.1:7712 %s' for "
+                                   "'cluster-seeds': %s" % (value, why))
+    assert "\n" not in str(e.value)
+
+
 def test_config_set_cannot_open_a_bus_beyond_loopback(make):
     """CONFIG SET cluster-password "" would undo the start-up check: refused
     on a bus beyond loopback (the password stays), allowed on loopback or

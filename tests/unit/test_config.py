@@ -376,7 +376,7 @@ def test_settable_parameters_are_those_of_the_original():
     assert {s.name for s in SPECS if s.settable and not s.original} == {
         "dedup-window", "max-deliveries", "output-flush", "cluster-password", "client-query-buffer-limit", "proto-max-bulk-len",
         "cluster-link-sendbuf-limit", "metrics-max-queues", "aof-load-damaged", "acllog-max-len", "protected-mode",
-        "maxmemory-clients", "http-allowed-hosts", "log-tag",
+        "maxmemory-clients", "http-allowed-hosts", "log-tag", "cluster-seeds",
             "tls-auth-clients-user"} | {
         "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-ca-cert-dir", "tls-auth-clients", "tls-protocols",
         "tls-ciphers", "tls-ciphersuites"}

@@ -34,6 +34,7 @@ NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Conf
                  "Latency", "Histogram",  # the node's latency histograms (three, made with it)
                  "FailedAuth", "Throttle", "Nonces",  # the runtime's authentication records
                  "LogLimit",  # and the one of its notices
+                 "Seeds",  # the cluster view's seeds (disque.core.seeds)
                  "ClientMemory",  # maxmemory-clients' running total
                  "Acl", "User",  # the node's users (made with it, and by ACL SETUSER: not per client)
                  # the runtime's parts (disque.node), each pointing back at it
