@@ -20,6 +20,11 @@ travels there and back, and is never lost.  (A return slower than that to
 a sender past the limit too goes back again, until one of them has room.)
 A node past the limit thus grows by no job of a peer's but its own.
 
+Counters: a job a YOURJOBS queues here counts as moved in (its queue's
+``moved_in``, the node's), one handed to a peer as moved out; they are
+also counted in the queue's jobs-in and jobs-out, so a queue's jobs out
+are its deliveries plus its moves out.
+
 Invariants: a leaving node never imports jobs; a job moved away keeps its
 copy here (its requeue time protects it) unless it is at-most-once, which
 is then only on the wire or over there, never in two queues; a node past
@@ -50,6 +55,10 @@ class Federation:
         # At-most-once jobs handed away in the last RETURN_WINDOW_MS, oldest
         # first: job ID -> (the peer's ID, ms).
         self._handed = OrderedDict()
+        # Jobs moved, all queues (each queue counts its own: Queue.moved_in
+        # and moved_out): queued here from a peer's YOURJOBS, handed to peers.
+        self.moved_in = 0
+        self.moved_out = 0
 
     def _full(self) -> bool:
         """Whether this node takes no new copies: REPLJOB's rule."""
@@ -125,6 +134,8 @@ class Federation:
                 jobs.update_awake(job)  # our copy stays, with its requeue time
         self._queues.maybe_idle(q)
         if records:
+            q.moved_out += len(records)
+            self.moved_out += len(records)
             self._cluster.send(sender, messages.YourJobs(tuple(records)))
 
     def on_yourjobs(self, sender, msg) -> None:
@@ -155,7 +166,9 @@ class Federation:
                     continue  # queued already, acked, or still replicating
                 if job.retry == 0 and job.flags & F_DELIVERED:
                     continue  # at most once: we delivered it already
-            self._queues.enqueue_first(job)  # a move, not a redelivery
+            if self._queues.enqueue_first(job):  # a move, not a redelivery
+                self._queues.queue_for(job.queue).moved_in += 1
+                self.moved_in += 1
             if job.retry:
                 # postpone their requeue
                 self._cluster.send_to_copies(job, messages.Queued(job.id, messages.COUNT_NONE))

@@ -291,7 +291,7 @@ class PriorityJobs:
 
 class Queue:
     __slots__ = ("name", "jobs", "ctime", "atime", "flags", "jobs_in", "jobs_out", "acked", "nacked", "waiting",
-                 "fed", "job_defaults", "dead")
+                 "fed", "job_defaults", "dead", "moved_in", "moved_out")
 
     def __init__(self, name: bytes, now_s: int):
         self.name = name
@@ -308,6 +308,11 @@ class Queue:
         self.acked = 0  # ACKJOB / FASTACK of its jobs received by this node
         self.nacked = 0  # NACKs of its jobs received by this node
         self.dead = 0  # its jobs this node moved to a dead-letter queue (QSTAT "dead")
+        # Federation's moves (disque.core.federation): jobs a peer's YOURJOBS
+        # queued here (counted in jobs_in too) and jobs this node handed to
+        # peers (counted in jobs_out too).
+        self.moved_in = 0
+        self.moved_out = 0
         self.waiting = None  # list of blocked GETJOB records, created on demand
         self.fed = None  # federation state, owned by the federation policy
 

@@ -209,6 +209,12 @@ def test_sustained_cross_node_traffic_no_duplicates_no_losses():
     assert sorted(got + leftover) == sorted(made)  # nothing lost
     assert len(got) > 0.8 * len(made)  # and B was fed, not starved
     assert sim.nodes[1].queues.get(b"q").fed.import_rate(sim.now) >= 0
+    # The moves are counted where they left and where they arrived, and
+    # add up: every job out of A was moved to B, every job into B came from A.
+    qa, qb = sim.nodes[0].queues.get(b"q"), sim.nodes[1].queues.get(b"q")
+    assert qa.moved_out == qa.jobs_out == qb.moved_in == qb.jobs_in == len(got)
+    assert qa.moved_in == qb.moved_out == 0
+    assert sim.nodes[0].federation.moved_out == sim.nodes[1].federation.moved_in == len(got)
 
 
 def test_a_queue_paused_in_output_is_not_a_source():
