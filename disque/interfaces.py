@@ -269,6 +269,8 @@ class IClientRuntime(INodeRuntime, IConnectionHost):
     paused_until = Attribute("Node time (ms) CLIENT PAUSE lasts until; 0: not paused.")
     failed_auth = Attribute("Failed authentications, counted and logged (disque.access.failed_auth).")
     auth_throttle = Attribute("Sources refused after failing too often (disque.access.failed_auth.Throttle).")
+    census = Attribute("The cluster view's counts (disque.node.census.Census): ``gather`` asks the peers for "
+                       "theirs over the bus, ``counts`` gives this node's.")
 
     def run_command(client, argv):
         """The one front door: run the request ``argv`` (a list of bytes)

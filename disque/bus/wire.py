@@ -19,9 +19,19 @@ options at its end (the layout of ``disque.core.options``: a single 0 byte
 for a job without options) and the message NACKDELAY (``id``, ``until``
 u64 ms, ``count`` bool), which no version 2 frame can carry.
 
-A frame is written in the version its receiver reads: version 3 to a peer
-whose frames carry the ``H_EXTENSIONS`` header flag, version 2 (job options
-left out) to the others, which is how nodes of the previous version keep
+Version 4 (the dashboard's cluster view, docs/observability.md) adds two
+messages and changes none: COUNTSASK (``token`` u32, ``limit`` u32,
+``wanted`` str32, ``all_queues`` bool, ``patterns`` a u16 count of str16)
+and COUNTS (``token`` u32, ``jobs`` u64, ``queued`` u64, ``total`` u32,
+``matching`` u32, ``queues`` a u32 count of (name str32, len, added,
+removed, acked, nacked, moved in, moved out: u64 each, paused u8),
+``http_port`` u16, ``http_tls`` bool, ``http_bind`` str8).
+
+A frame is written in the version its receiver reads: COUNTSASK and
+COUNTS in version 4 to a peer whose frames carry the ``H_COUNTS`` header
+flag (and never to another), job records in version 3 to a peer whose
+frames carry ``H_EXTENSIONS``, everything else in version 2 (job options
+left out), which is how nodes of the previous versions keep
 their links during a rolling upgrade.  Older frames still decode, with an
 empty key, ``void`` false and no options.
 
@@ -42,13 +52,16 @@ from ..core import options
 from ..core.job import MAX_JOB_COUNTER
 from ..core.limits import MAX_JOB_SECONDS
 
-VERSION = 3
+VERSION = 4
+EXTENSIONS = 3  # the version of job options and NACKDELAY (H_EXTENSIONS)
 OLDEST_PEER = 2  # the version written to a peer that did not announce H_EXTENSIONS
 MAGIC = b"DQ"
 ID_LEN = 40
 MAX_GOSSIP = 1024
 MAX_IDS = 65535
 MAX_JOBS = 100_000
+MAX_PATTERNS = 1024  # a user's queue patterns in a COUNTSASK
+MAX_COUNTS = 10_000  # queues in a COUNTS answer
 
 _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
@@ -57,6 +70,8 @@ _I64 = struct.Struct(">q")
 _U64 = struct.Struct(">Q")
 _PREAMBLE = struct.Struct(">2sBB40sHHB")  # magic, version, type, sender, port, flags, host len
 _JOB_NUMS = struct.Struct(">Hqqqqqq")  # repl, ctime, etime, delay, retry, nacks, deliv
+_QUEUE_NUMS = struct.Struct(">QQQQQQQB")  # a QueueCount's len ... moved_out, paused
+_COUNTS_HEAD = struct.Struct(">IQQII")  # token, jobs, queued, total, matching
 
 
 class WireError(ValueError):
@@ -234,6 +249,54 @@ def _get_jobs(r):
     return messages.YourJobs(tuple(r.job() for _ in range(n)))
 
 
+def _put_ask(out, m, version):
+    if len(m.patterns) > MAX_PATTERNS:
+        raise WireError("too many patterns")
+    out.append(_U32.pack(m.token))
+    out.append(_U32.pack(m.limit))
+    _put_str32(out, m.wanted)
+    out.append(_U8.pack(1 if m.all_queues else 0))
+    out.append(_U16.pack(len(m.patterns)))
+    for p in m.patterns:
+        if len(p) > 65535:
+            raise WireError("pattern too long")
+        out.append(_U16.pack(len(p)))
+        out.append(p)
+
+
+def _get_ask(r):
+    token, limit, wanted, all_queues = r.u32(), r.u32(), r.str32(), r.bool()
+    n = r.u16()
+    if n > MAX_PATTERNS:
+        raise WireError("too many patterns")
+    return messages.CountsAsk(token, limit, wanted, all_queues, tuple(r.take(r.u16()) for _ in range(n)))
+
+
+def _put_counts(out, m, version):
+    if len(m.queues) > MAX_COUNTS:
+        raise WireError("too many queues")
+    try:
+        out.append(_COUNTS_HEAD.pack(m.token, m.jobs, m.queued, m.total, m.matching))
+        out.append(_U32.pack(len(m.queues)))
+        for q in m.queues:
+            _put_str32(out, q.name)
+            out.append(_QUEUE_NUMS.pack(*q[1:]))
+        out.append(_U16.pack(m.http_port))
+    except struct.error as e:
+        raise WireError("counts: %s" % e) from None
+    out.append(_U8.pack(1 if m.http_tls else 0))
+    _put_str8(out, m.http_bind)
+
+
+def _get_counts(r):
+    token, jobs, queued, total, matching = r.unpack(_COUNTS_HEAD)
+    n = r.u32()
+    if n > MAX_COUNTS:
+        raise WireError("too many queues")
+    queues = tuple(messages.QueueCount(r.str32(), *r.unpack(_QUEUE_NUMS)) for _ in range(n))
+    return messages.Counts(token, jobs, queued, total, matching, queues, r.u16(), r.bool(), r.str8())
+
+
 _CODECS = {
     messages.Meet: _gossip_msg(messages.Meet),
     messages.Ping: _gossip_msg(messages.Ping),
@@ -260,9 +323,11 @@ _CODECS = {
                          lambda r: messages.NackDelay(r.id(), r.unpack(_U64)[0], r.bool())),
     messages.Pause: (lambda out, m, v: (_put_str32(out, m.queue), out.append(_U8.pack(m.flags))),
                      lambda r: messages.Pause(r.str32(), r.u8())),
+    messages.CountsAsk: (_put_ask, _get_ask),
+    messages.Counts: (_put_counts, _get_counts),
 }
 #: Messages that older versions do not know (never written to their nodes).
-FIRST_VERSION = {messages.NackDelay: 3}
+FIRST_VERSION = {messages.NackDelay: EXTENSIONS, messages.CountsAsk: 4, messages.Counts: 4}
 _CODE_OF = {cls: code for code, cls in messages.TYPES}
 _CLASS_OF = {code: cls for code, cls in messages.TYPES}
 assert set(_CODECS) == set(_CODE_OF)
@@ -270,7 +335,7 @@ assert set(_CODECS) == set(_CODE_OF)
 
 def encode(header: messages.Header, msg, version: int = VERSION) -> bytes:
     """The frame (without the length prefix) for ``msg`` sent by
-    ``header``, in ``version`` (2 or 3: what the receiver reads)."""
+    ``header``, in ``version`` (2 to 4: what the receiver reads)."""
     cls = type(msg)
     code = _CODE_OF.get(cls)
     if code is None:

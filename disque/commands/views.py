@@ -128,7 +128,8 @@ def ack_totals(ctx) -> tuple:
 def node_summary(ctx) -> dict:
     """The node at a glance (the API's ``/api/node``): version, uptime,
     clients, jobs by state, memory, persistence (with a load's progress),
-    the core's latency quantiles."""
+    the core's latency quantiles (None for a histogram with no sample:
+    no time measured is not a time of 0)."""
     runtime = ctx.runtime
     counters = node_counters(ctx)
     process = runtime.process_info()
@@ -141,7 +142,8 @@ def node_summary(ctx) -> dict:
         "queues": counters["queues"],
         "memory": {"used": used, "max": ctx.config["maxmemory"], "rss": rss},
         "persistence": dict(runtime.persistence_info()),
-        "latency": {name: {"count": h.count, "p50": h.quantile(0.5), "p99": h.quantile(0.99)}
+        "latency": {name: {"count": h.count, "p50": h.quantile(0.5) if h.count else None,
+                           "p99": h.quantile(0.99) if h.count else None}
                     for name, h in counters["latency"].items()},
     }
 
@@ -208,16 +210,43 @@ def cluster_nodes(ctx) -> dict:
     return {"myself": text(cluster.my_id), "nodes": rows}
 
 
+def census_row(q) -> tuple:
+    """One queue's counters for a peer's cluster view (the fields of
+    disque.core.messages.QueueCount): name, length, jobs in and out, ACKs,
+    NACKs, jobs moved in and out by federation, pause flags."""
+    return q.name, len(q.jobs), q.jobs_in, q.jobs_out, q.acked, q.nacked, q.moved_in, q.moved_out, q.flags & PAUSED_ALL
+
+
+def _chosen(ctx, visible, wanted: bytes, limit: int) -> tuple:
+    """``(total, matching, shown)``: how many queues ``visible`` lets
+    through (None: all), how many of those hold ``wanted`` in their name
+    (b"": all), and the ``limit`` longest of those (:func:`longest_first`)."""
+    mine = _visible_queues(ctx, visible)
+    chosen = [q for q in mine if wanted in q.name] if wanted else mine
+    return len(mine), len(chosen), heapq.nsmallest(limit, chosen, key=longest_first)
+
+
+def queue_census(ctx, visible, wanted: bytes, limit: int) -> tuple:
+    """``(jobs, queued, total, matching, rows)``: the node's registered and
+    queued jobs, and :func:`_chosen`'s counts with the rows
+    (:func:`census_row`) of the queues shown: what a peer's cluster view
+    asks of this node (disque.node.census)."""
+    total, matching, shown = _chosen(ctx, visible, wanted, limit)
+    node = ctx.node
+    return len(node.jobs), node.job_states()["queued"], total, matching, [census_row(q) for q in shown]
+
+
 def queue_row(ctx, q, rates) -> dict:
     """One queue as the API lists it; ``rates``: its (in, out, ack, nack)
-    rates (disque.http.rates)."""
+    rates (disque.http.rates).  ``moved_in`` and ``moved_out`` are the
+    jobs federation moved (also counted in ``added`` and ``removed``)."""
     now = ctx.node.now
     rate_in, rate_out, rate_ack, rate_nack = rates
     oldest = q.jobs[0].created_ms() if q.jobs else now
     return {
         "name": text(q.name), "len": len(q.jobs), "age": max(now - oldest, 0) // 1000,
         "added": q.jobs_in, "removed": q.jobs_out, "acked": q.acked, "nacked": q.nacked,
-        "rate_in": rate_in, "rate_out": rate_out, "rate_ack": rate_ack, "rate_nack": rate_nack,
+        "moved_in": q.moved_in, "moved_out": q.moved_out, "rate_in": rate_in, "rate_out": rate_out, "rate_ack": rate_ack, "rate_nack": rate_nack,
         "paused": text(PAUSE_NAMES[q.flags & PAUSED_ALL]), "blocked": len(q.waiting) if q.waiting else 0,
     }
 
@@ -226,11 +255,8 @@ def queue_list(ctx, user, wanted: bytes, limit: int, rates_of) -> dict:
     """The queues ``user`` may touch (all of them, for most users), as
     QSCAN shows a tenant its own; those whose name holds ``wanted``, the
     ``limit`` longest first; ``rates_of(name)``: a queue's rates."""
-    node = ctx.node
-    mine = _visible_queues(ctx, None if user.all_queues else user.may_queue)
-    chosen = [q for q in mine if wanted in q.name] if wanted else mine
-    shown = heapq.nsmallest(limit, chosen, key=longest_first)
-    return {"time": node.now, "total": len(mine), "matching": len(chosen),
+    total, matching, shown = _chosen(ctx, None if user.all_queues else user.may_queue, wanted, limit)
+    return {"time": ctx.node.now, "total": total, "matching": matching,
             "queues": [queue_row(ctx, q, rates_of(q.name)) for q in shown]}
 
 

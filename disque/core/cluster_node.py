@@ -44,7 +44,7 @@ class ClusterNode:
 
     __slots__ = ("id", "host", "port", "handshake", "pfail", "fail", "leaving", "ping_sent",
                  "pong_received", "ping_received", "last_ping", "fail_reports", "connected", "created", "meet",
-                 "explicit", "claimed_from", "extensions")
+                 "explicit", "claimed_from", "extensions", "counts")
 
     def __init__(self, node_id: bytes, host: bytes = b"", port: int = 0, now: int = 0):
         self.id = node_id
@@ -70,6 +70,9 @@ class ClusterNode:
         # records with their options; a peer of the previous version gets
         # version 2 frames, which it reads (a rolling upgrade).
         self.extensions = False
+        # The peer said it reads bus version 4 (H_COUNTS): it answers the
+        # cluster view's COUNTSASK; one that did not is never sent one.
+        self.counts = False
 
     @property
     def reachable(self) -> bool:

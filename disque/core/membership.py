@@ -138,7 +138,8 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
     def header(self) -> messages.Header:
         me = self.myself
         return messages.Header(me.id, me.host, me.port,
-                               (messages.H_LEAVING if self.leaving else 0) | messages.H_EXTENSIONS)
+                               (messages.H_LEAVING if self.leaving else 0) | messages.H_EXTENSIONS
+                               | messages.H_COUNTS)
 
     # -- sending -----------------------------------------------------------
 
@@ -265,6 +266,7 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
             return False
         sender.leaving = bool(header.flags & messages.H_LEAVING)
         sender.extensions = bool(header.flags & messages.H_EXTENSIONS)
+        sender.counts = bool(header.flags & messages.H_COUNTS)
         if kind is messages.Pong:
             sender.ping_sent = 0
             sender.pong_received = now

@@ -17,6 +17,7 @@ from typing import NamedTuple
 # Header flags
 H_LEAVING = 1  # the sender is leaving the cluster
 H_EXTENSIONS = 2  # the sender reads bus version 3: job options, NACKDELAY (docs/extensions.md)
+H_COUNTS = 4  # the sender reads bus version 4: COUNTSASK, COUNTS (the dashboard's cluster view)
 
 # Gossip entry flags
 G_PFAIL = 1  # the sender did not hear from that node within the timeout
@@ -154,10 +155,59 @@ class Pause(NamedTuple):
     flags: int  # PAUSED_IN | PAUSED_OUT bits of disque.core.queue
 
 
+# -- the cluster view (docs/observability.md): a node's counts, for a peer --------
+
+class CountsAsk(NamedTuple):
+    """What a peer's dashboard asks of this node: its node-wide job counts
+    and the counters of its ``limit`` longest queues whose name holds
+    ``wanted`` (all with b""), among those the asking user may touch (all
+    with ``all_queues``, else those matching one of the glob ``patterns``).
+    ``token`` comes back in the answer.  Bus version 4 only."""
+
+    token: int
+    limit: int
+    wanted: bytes
+    all_queues: bool
+    patterns: tuple  # of bytes
+
+
+class QueueCount(NamedTuple):
+    """One queue's counters in a COUNTS answer (QSTAT's and the API's)."""
+
+    name: bytes
+    len: int
+    added: int  # jobs-in
+    removed: int  # jobs-out
+    acked: int
+    nacked: int
+    moved_in: int
+    moved_out: int
+    paused: int  # PAUSED_IN | PAUSED_OUT bits of disque.core.queue
+
+
+class Counts(NamedTuple):
+    """The answer to COUNTSASK ``token``: the node's jobs (registered,
+    queued), how many queues the asking user may touch there (``total``)
+    and how many of those matched (``matching``), the counters of the
+    longest matching ones, and where the node's HTTP side listens
+    (``http_port`` 0: it has none).  Bus version 4 only."""
+
+    token: int
+    jobs: int
+    queued: int
+    total: int
+    matching: int
+    queues: tuple  # of QueueCount, longest first
+    http_port: int
+    http_tls: bool
+    http_bind: bytes
+
+
 # Wire type codes: stable, never reused (the bus protocol is versioned).
 TYPES = (
     (1, Meet), (2, Ping), (3, Pong), (4, Fail),
     (10, ReplJob), (11, GotJob), (12, Enqueue), (13, WillQueue), (14, Queued), (15, Working), (16, NackDelay),
     (20, SetAck), (21, GotAck), (22, DelJob),
     (30, NeedJobs), (31, YourJobs), (32, Pause),
+    (40, CountsAsk), (41, Counts),
 )

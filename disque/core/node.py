@@ -193,6 +193,14 @@ class NodeState:
             if self.ready:  # jobs came in (YOURJOBS, ENQUEUE, ...) for blocked clients
                 self.getjob.serve_ready()
 
+    def handle(self, kind, handler) -> None:
+        """Hand the bus messages of type ``kind`` to ``handler(sender,
+        msg)``, once membership has taken them as a member's: for the
+        messages an adapter answers from what it reads of the node (the
+        cluster view's COUNTSASK and COUNTS, disque.node.census), which
+        change no state here."""
+        self._bus[kind] = handler
+
     def link_up(self, node_id: bytes) -> None:
         self.cluster.link_up(node_id, self.now)
 

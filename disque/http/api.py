@@ -5,10 +5,13 @@ Reads (GET)::
     /api/node               the node: version, uptime, clients, jobs by state,
                             memory, persistence (with progress), latency
     /api/nodes              the cluster as this node sees it
+    /api/cluster            the queues summed over the cluster, each node's part
+                            and whether its counts are in (disque.http.cluster)
     /api/queues             queues, longest first (?filter=text&limit=n)
     /api/queues/<name>      one queue and its oldest jobs (?count=n)
     /api/jobs/<id>          one job, SHOW's fields
     /api/rates              node-wide rates, one sample a second, 5 minutes
+                            (each over the last 10 s, as the queues' rates)
 
 Actions (POST, with the header ``X-Disque-Action: 1``)::
 
@@ -19,6 +22,7 @@ Actions (POST, with the header ``X-Disque-Action: 1``)::
 Every request runs as its user (``request.acl_user``, set by
 disque.http.access).  A read is checked as the RESP command it stands for
 (INFO for the node, the cluster and the rates; QSCAN for the queue list,
+INFO and QSCAN for the cluster's queues,
 QPEEK for a queue, SHOW for a job: @inspect, and the queue's or job's
 patterns), so it shows a user what that command would: the queue list
 holds only the queues it may touch, another tenant's queue or job answers
@@ -40,16 +44,23 @@ replaced); a body that is not UTF-8 comes as ``body_base64`` instead.
 
 import json
 
-from twisted.web import resource
+from twisted.internet import defer
+from twisted.web import resource, server
 
+from . import cluster
 from ..commands import views
 from ..commands.views import text as _text
 from ..core.jobid import is_valid as is_valid_id
+from ..io.logs import logger
 from .dispatch import http_error, refused, run
+
+log = logger("disque")
 
 PEEK_DEFAULT = 50
 PEEK_MAX = 1000
 QUEUES_DEFAULT = 1000
+CLUSTER_DEFAULT = 200  # queues in /api/cluster (the longest of each node, summed)
+CLUSTER_MAX = 1000
 PAUSE_STATES = ("none", "in", "out", "all")
 #: The commands the actions are: the dashboard offers them to a user who
 #: may run all three.
@@ -121,6 +132,9 @@ class Api(resource.Resource):
         except ApiError as e:
             request.setResponseCode(e.status)
             result = {"error": e.text}
+        if isinstance(result, defer.Deferred):  # /api/cluster: the peers answer over the bus
+            _answer_later(request, result)
+            return server.NOT_DONE_YET
         return json.dumps(result, separators=(",", ":")).encode()
 
     def _may(self, request, argv):
@@ -143,7 +157,11 @@ class Api(resource.Resource):
                 return summary
             if path == [b"nodes"]:
                 return views.cluster_nodes(ctx)
-            return {"interval": 1, "samples": list(self.rates.samples)}
+            return {"interval": 1, "window": self.rates.window, "samples": list(self.rates.samples)}
+        if path == [b"cluster"]:
+            self._may(request, INFO)
+            self._may(request, [b"QSCAN", b"0"])
+            return self._cluster(request, user)
         if path == [b"queues"]:
             self._may(request, [b"QSCAN", b"0"])
             return views.queue_list(ctx, user, _arg(request, b"filter", "").encode("utf-8"),
@@ -189,6 +207,21 @@ class Api(resource.Resource):
 
     # -- reads: the views of disque.commands.views, after the ACL check ------------
 
+    def _cluster(self, request, user):
+        """A Deferred of the ``/api/cluster`` reply: the peers' counts over
+        the bus (disque.node.census), then this node's."""
+        runtime = self.runtime
+        wanted = _arg(request, b"filter", "").encode("utf-8")
+        limit = _int_arg(request, b"limit", CLUSTER_DEFAULT, 0, CLUSTER_MAX)
+        census = runtime.census
+
+        def answered(peers):
+            runtime.set_time()
+            mine = census.counts(0, None if user.all_queues else user.may_queue, wanted, limit)
+            return cluster.view(runtime.ctx, mine, peers, limit)
+
+        return census.gather(user, wanted, limit).addCallback(answered)
+
     def _queue_row(self, q):
         return views.queue_row(self.runtime.ctx, q, self.rates.of_queue(q.name))
 
@@ -227,6 +260,27 @@ class Api(resource.Resource):
         if request.acl_user.all_queues and not runtime.loading and views.find_job(runtime.ctx, job_id) is None:
             raise ApiError(404, NOJOB)
         return int(self._command(request, [command, job_id])[1:])
+
+
+def _answer_later(request, deferred) -> None:
+    """Answer ``request`` with the JSON ``deferred`` fires with (500 and
+    the error if it fails), unless the client left meanwhile."""
+    gone = []
+    request.notifyFinish().addErrback(gone.append)
+
+    def write(value):
+        if not gone:
+            body = json.dumps(value, separators=(",", ":")).encode()
+            request.setHeader(b"content-length", b"%d" % len(body))
+            request.write(body)
+            request.finish()
+
+    def failed(failure):
+        log.failure("The cluster view failed", failure)
+        request.setResponseCode(500)
+        write({"error": "-ERR %s" % failure.getErrorMessage()})
+
+    deferred.addCallbacks(write, failed)
 
 
 def _valid_id(job_id: bytes) -> None:

@@ -2,12 +2,16 @@
 
 The core keeps only counters (QSTAT's jobs-in and jobs-out, and the ACKs
 and NACKs of each queue); the HTTP side turns them into rates by sampling
-them.  ``samples`` holds the node-wide rates of the last ``KEEP`` seconds
-(the charts); the per-queue counters are kept for the last ``RECENT``
-seconds only (the rates of the queues table).
+them.  Every rate is per second over one window, the last ``RECENT``
+seconds (10 s), so the chart, its legend and the queues table say the
+same thing: a queue's rates (:meth:`Rates.of_queue`) and the node-wide
+ones of each sample (``samples``, the last ``KEEP`` seconds: the charts)
+are measured between the same two snapshots of the queues' counters, and
+a sample's rates are the sums of its queues'.
 
-A queue that appears between two samples counts from zero; one reclaimed
-and created again (its counters restart) counts nothing negative.
+A queue that appears between two snapshots counts from zero; one reclaimed
+and created again (its counters restart) counts nothing negative; one
+reclaimed within the window drops out of the sums with its counters.
 Sampling visits every queue once a second: O(queues), nothing per job.
 """
 
@@ -26,9 +30,9 @@ class Rates:
 
     def __init__(self, ctx, keep: int = KEEP, recent: int = RECENT):
         self.ctx = ctx
+        self.window = recent  # seconds: the one window of every rate
         self.samples = deque(maxlen=keep)  # dicts, oldest first (the /api/rates reply)
         self._snaps = deque(maxlen=recent + 1)  # (t ms, {queue name: (in, out, acked, nacked)})
-        self._totals = None  # (acks, nacks) node-wide at the last sample
 
     def sample(self, now_ms: int) -> None:
         snap = {}
@@ -36,26 +40,22 @@ class Rates:
         for name, length, added, removed, acked, nacked, _ in views.queue_counters(self.ctx):
             snap[name] = (added, removed, acked, nacked)
             queued += length
-        totals = views.ack_totals(self.ctx)
-        if self._snaps:
-            then, before = self._snaps[-1]
-            seconds = max(now_ms - then, 1) / 1000.0
-            added = removed = 0
-            for name, (jobs_in, jobs_out, _, _) in snap.items():
-                old = before.get(name)
-                if old is None:
-                    added += jobs_in
-                    removed += jobs_out
-                else:
-                    added += max(jobs_in - old[0], 0)
-                    removed += max(jobs_out - old[1], 0)
-            self.samples.append({
-                "t": now_ms, "added": added / seconds, "removed": removed / seconds,
-                "acked": (totals[0] - self._totals[0]) / seconds, "nacked": (totals[1] - self._totals[1]) / seconds,
-                "queued": queued,
-            })
-        self._totals = totals
         self._snaps.append((now_ms, snap))
+        if len(self._snaps) < 2:
+            return
+        then, before = self._snaps[0]
+        seconds = max(now_ms - then, 1) / 1000.0
+        added = removed = acked = nacked = 0
+        for name, (a, r, k, n) in snap.items():
+            old = before.get(name, _ZERO)
+            added += max(a - old[0], 0)
+            removed += max(r - old[1], 0)
+            acked += max(k - old[2], 0)
+            nacked += max(n - old[3], 0)
+        self.samples.append({
+            "t": now_ms, "added": added / seconds, "removed": removed / seconds,
+            "acked": acked / seconds, "nacked": nacked / seconds, "queued": queued,
+        })
 
     def of_queue(self, name: bytes):
         """``(in, out, acked, nacked)`` per second for queue ``name`` over
@@ -66,6 +66,9 @@ class Rates:
         current = latest.get(name)
         if current is None:
             return (0.0, 0.0, 0.0, 0.0)
-        old = before.get(name, (0, 0, 0, 0))
+        old = before.get(name, _ZERO)
         seconds = max(now - then, 1) / 1000.0
         return tuple(max(c - o, 0) / seconds for c, o in zip(current, old))
+
+
+_ZERO = (0, 0, 0, 0)

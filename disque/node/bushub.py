@@ -9,8 +9,9 @@ authentications.  Messages go to the core with the node's clock set, and
 each read (a batch) ends with the runtime's ``after_batch``.
 
 Version choice (:meth:`BusHub.frame`): job records go in bus version 3 to
-a peer that announced it reads it, everything else in version 2, which
-every node reads (``disque.bus.wire``).  Invariant: a message is encoded
+a peer that announced it reads it, the cluster view's COUNTSASK and COUNTS
+in version 4 to a peer that announced it reads that, everything else in
+version 2, which every node reads (``disque.bus.wire``).  Invariant: a message is encoded
 once per version and drain round, however many receivers.
 """
 
@@ -23,8 +24,11 @@ from ..io.logs import logger
 
 log = logger("disque")
 
-# The messages bus version 3 changed or added (the rest read the same in 2).
-_V3_TYPES = frozenset((messages.ReplJob, messages.YourJobs, *wire.FIRST_VERSION))
+# The messages bus version 3 changed or added (the rest read the same in 2),
+# and those version 4 added.
+_V3_TYPES = frozenset((messages.ReplJob, messages.YourJobs, messages.NackDelay))
+_V4_TYPES = frozenset((messages.CountsAsk, messages.Counts))
+_VERSIONED = _V3_TYPES | _V4_TYPES
 
 
 @implementer(IBusHub)
@@ -125,17 +129,19 @@ class BusHub:
     def frame(self, msg, node_id):
         """``msg`` encoded for peer ``node_id`` (once per version and
         drain round, however many receivers): job records in bus version 3
-        to a peer that announced it reads it, everything else in version 2,
-        which every node reads (bus/wire.py).  None for a message the peer
+        to a peer that announced it reads it, COUNTSASK and COUNTS in
+        version 4 to a peer that announced that, everything else in
+        version 2, which every node reads (bus/wire.py).  None for a message the peer
         cannot read (the core does not send them to such peers: a guard)."""
         version = wire.OLDEST_PEER
-        if type(msg) in _V3_TYPES and node_id is not None:
+        kind = type(msg)
+        if kind in _VERSIONED and node_id is not None:
             peer = self.node.cluster.nodes.get(node_id)
-            if peer is not None and peer.extensions:
-                version = wire.VERSION
-            elif type(msg) in wire.FIRST_VERSION:
+            if peer is not None and (peer.counts if kind in _V4_TYPES else peer.extensions):
+                version = wire.FIRST_VERSION.get(kind, wire.EXTENSIONS)
+            elif kind in wire.FIRST_VERSION:
                 log.warn("not sending {kind} to {node}: it runs an older bus version",
-                         kind=type(msg).__name__, node=node_id[:8].decode("ascii", "replace"))
+                         kind=kind.__name__, node=node_id[:8].decode("ascii", "replace"))
                 return None
         key = (id(msg), version)
         frames = self._frames

@@ -36,6 +36,7 @@ from ..io.logs import logger
 from ..contract import ReplySlot
 from ..resp.reply import one_line
 from .bushub import BusHub
+from .census import Census
 from .client_memory import ClientMemory, effective_limit
 from .effects import Effects
 from .facts import ProcessFacts
@@ -101,6 +102,7 @@ class NodeRuntime:
         persistence.on_error = self._persistence_error
         self.loading = False  # the AOF loads in the background (start_loading)
         self.ctx = Context(self.node, config, self)
+        self.census = Census(self)  # the cluster view's counts, asked and answered over the bus
         self._choose_dispatch()  # run_command: the one front door
         # maxmemory-clients: while it is set (counting_clients), client
         # connections report what they hold to client_memory.

@@ -217,10 +217,12 @@ def test_rates_from_counters():
     [sample] = rates.samples
     assert sample == {"t": 3000, "added": 2.0, "removed": 0.5, "acked": 0.5, "nacked": 0.0, "queued": 3}
     assert rates.of_queue(b"q") == (2.0, 0.5, 0.5, 0.0)
-    rates.sample(4000)
+    rates.sample(4000)  # the window (2 samples back) still holds the adds: both say 4 in 3 s
+    assert rates.samples[-1]["added"] == pytest.approx(4 / 3) and rates.of_queue(b"q")[0] == pytest.approx(4 / 3)
     rates.sample(5000)
     rates.sample(6000)
     assert [s["t"] for s in rates.samples] == [4000, 5000, 6000]  # keep=3
+    assert rates.samples[-1]["added"] == 0.0
     assert rates.of_queue(b"q") == (0.0, 0.0, 0.0, 0.0)  # nothing in the last 2 s
     assert rates.of_queue(b"nosuch") == (0.0, 0.0, 0.0, 0.0)
 
@@ -232,8 +234,13 @@ def test_the_sampler_runs_with_the_service(make):
     for i in range(10):
         add(c, "q", "x")
     node.advance(2.0)
-    samples = get(node, b"/api/rates")[1]["samples"]
-    assert sum(s["added"] for s in samples) == pytest.approx(10.0, rel=0.1)  # ~1 s apart
+    rates = get(node, b"/api/rates")[1]
+    samples = rates["samples"]
+    assert rates["window"] == 10 and len(samples) == 2  # one second apart, each over the window so far
+    assert samples[-1]["added"] == pytest.approx(5.0, rel=0.05)  # 10 jobs in the ~2 s since the first snapshot
+    # The queues table says the same, over the same window.
+    [row] = get(node, b"/api/queues")[1]["queues"]
+    assert row["rate_in"] == samples[-1]["added"]
     assert samples[-1]["queued"] == 10
     node.service.stopService()
     assert not [call for call in node.reactor.getDelayedCalls() if "sample" in repr(call.func)]

@@ -449,6 +449,15 @@ class BusGen(_Generator):
             return cls(v.node_id())
         if cls is messages.NackDelay:
             return cls(v.job_id() if hostile else self.job(False).id, self._uint(63, hostile), rng.random() < 0.5)
+        if cls is messages.CountsAsk:
+            return cls(self._uint(32, hostile), self._uint(32, hostile), self._str(hostile), rng.random() < 0.5,
+                       tuple(self._str(hostile) for _ in range(rng.randint(0, 3))))
+        if cls is messages.Counts:
+            rows = tuple(messages.QueueCount(self._str(hostile), *(self._uint(64, hostile) for _ in range(7)),
+                                             self._uint(8, hostile)) for _ in range(rng.randint(0, 3)))
+            return cls(self._uint(32, hostile), self._uint(64, hostile), self._uint(64, hostile),
+                       self._uint(32, hostile), self._uint(32, hostile), rows, self._uint(16, hostile),
+                       rng.random() < 0.5, self.header(hostile).host)
         return cls(v.job_id() if hostile else self.job(False).id)  # GotJob, Enqueue, WillQueue, Working
 
     def _frame(self, hostile):

@@ -29,6 +29,8 @@ jobs = st.builds(messages.JobRecord, ids, small, st.binary(max_size=300), st.int
                  seconds, counter, counter, st.lists(ids, max_size=5).map(tuple), st.binary(max_size=1024),
                  job_options)
 gossips = st.lists(gossip, max_size=5).map(tuple)
+u64 = st.integers(0, 2**64 - 1)
+queue_counts = st.builds(messages.QueueCount, small, u64, u64, u64, u64, u64, u64, u64, st.integers(0, 3))
 
 MESSAGES = st.one_of(
     st.builds(messages.Meet, gossips), st.builds(messages.Ping, gossips), st.builds(messages.Pong, gossips),
@@ -40,6 +42,9 @@ MESSAGES = st.one_of(
     st.builds(messages.YourJobs, st.lists(jobs, max_size=3).map(tuple)),
     st.builds(messages.Pause, small, st.integers(0, 3)),
     st.builds(messages.NackDelay, ids, st.integers(0, 2**64 - 1), st.booleans()),
+    st.builds(messages.CountsAsk, u32, u32, small, st.booleans(), st.lists(small, max_size=4).map(tuple)),
+    st.builds(messages.Counts, u32, u64, u64, u32, u32, st.lists(queue_counts, max_size=4).map(tuple),
+              st.integers(0, 65535), st.booleans(), st.binary(max_size=255)),
 )
 HEADERS = st.builds(messages.Header, ids, st.binary(max_size=255), st.integers(0, 65535), st.integers(0, 65535))
 
@@ -131,6 +136,11 @@ def test_version_2_frames_are_what_nodes_of_the_previous_version_read(header, ms
         with pytest.raises(wire.WireError, match="version 3"):
             wire.encode(header, msg, 2)
         return
+    if isinstance(msg, (messages.CountsAsk, messages.Counts)):
+        for version in (2, 3):
+            with pytest.raises(wire.WireError, match="version 4"):
+                wire.encode(header, msg, version)
+        return
     old = wire.encode(header, msg, 2)
     assert old[2] == 2 and wire.decode(old) == (header, msg)
     new = wire.encode(header, msg, 3)
@@ -140,6 +150,39 @@ def test_version_2_frames_are_what_nodes_of_the_previous_version_read(header, ms
         assert len(new) == len(old) + len(records)  # one 0 byte per record: "no options"
     else:
         assert new[3:] == old[3:]
+
+
+def test_version_3_frames_are_what_nodes_of_the_previous_version_read():
+    """Version 4 added COUNTSASK and COUNTS and changed nothing else: a
+    version 3 frame of any other message is the same bytes, but for the
+    version byte, and a frame claiming the new types in version 3 is
+    garbage to a node of this version, as it is to one of the previous."""
+    header = messages.Header(b"a" * 40, b"", 7711, 0)
+    job = messages.JobRecord(b"D-" + b"a" * 38, b"q", b"body", 1, 0, 0, 0, 0, 0, 0, (), b"", options.make(priority=7))
+    for msg in (messages.ReplJob(job), messages.NackDelay(b"b" * 40, 5, True), messages.Ping(())):
+        v3, v4 = wire.encode(header, msg, 3), wire.encode(header, msg, 4)
+        assert v3[2] == 3 and v4[2] == 4 and v3[3:] == v4[3:]
+    for msg in (messages.CountsAsk(1, 10, b"", True, ()),
+                messages.Counts(1, 2, 3, 4, 4, (messages.QueueCount(b"q", 1, 2, 3, 4, 5, 6, 7, 1),), 7790, False, b"")):
+        frame = bytearray(wire.encode(header, msg))
+        assert frame[2] == 4 and wire.decode(bytes(frame))[1] == msg
+        frame[2] = 3
+        with pytest.raises(wire.WireError, match="unknown message type"):
+            wire.decode(bytes(frame))
+
+
+def test_counts_and_patterns_are_bounded():
+    header = messages.Header(b"a" * 40, b"", 7711, 0)
+    with pytest.raises(wire.WireError, match="too many patterns"):
+        wire.encode(header, messages.CountsAsk(1, 10, b"", False, (b"x",) * (wire.MAX_PATTERNS + 1)))
+    row = messages.QueueCount(b"q", 0, 0, 0, 0, 0, 0, 0, 0)
+    with pytest.raises(wire.WireError, match="too many queues"):
+        wire.encode(header, messages.Counts(1, 0, 0, 0, 0, (row,) * (wire.MAX_COUNTS + 1), 0, False, b""))
+    with pytest.raises(wire.WireError):  # a negative counter does not go on the wire
+        wire.encode(header, messages.Counts(1, 0, 0, 0, 0, (row._replace(added=-1),), 0, False, b""))
+    head = struct.pack(">2sBB40sHHB", b"DQ", 4, 41, b"a" * 40, 7711, 0, 0)
+    with pytest.raises(wire.WireError, match="too many queues"):
+        wire.decode(head + struct.pack(">IQQII", 1, 0, 0, 0, 0) + struct.pack(">I", wire.MAX_COUNTS + 1))
 
 
 def test_a_version_2_frame_cannot_carry_nackdelay():

@@ -35,6 +35,7 @@ NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Conf
                  "FailedAuth", "Throttle", "Nonces",  # the runtime's authentication records
                  "LogLimit",  # and the one of its notices
                  "Seeds",  # the cluster view's seeds (disque.core.seeds)
+                 "Census",  # the cluster view's counts (disque.node.census), pointing back at the runtime
                  "ClientMemory",  # maxmemory-clients' running total
                  "Acl", "User",  # the node's users (made with it, and by ACL SETUSER: not per client)
                  # the runtime's parts (disque.node), each pointing back at it
