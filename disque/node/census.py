@@ -25,6 +25,8 @@ Invariant: a COUNTSASK is only ever sent to a peer that announced
 ``H_COUNTS``, and answering changes no state.
 """
 
+import re
+
 from twisted.internet import defer
 
 from ..bus import wire
@@ -40,6 +42,7 @@ UNREACHABLE = "unreachable"
 OLD_VERSION = "old-version"
 TIMED_OUT = "timeout"
 _WILDCARDS = ("", "0.0.0.0", "::", "*")
+_HOST = re.compile(r"\A[A-Za-z0-9.:-]{1,253}\Z")  # a host name, an IPv4 or IPv6 address
 
 
 def _matcher(patterns):
@@ -49,12 +52,16 @@ def _matcher(patterns):
 def dashboard_url(counts, peer_host: bytes):
     """Where a peer's dashboard is, from its COUNTS answer: its
     ``http-bind`` address, or the address the cluster knows the peer by
-    when it binds every address; None when it has no HTTP side."""
+    when it binds every address; None when it has no HTTP side, or when
+    the address is not a host name or an IP address (a link is only ever
+    ``http(s)://host:port/``)."""
     if not counts.http_port:
         return None
-    host = counts.http_bind.decode("utf-8", "replace")
+    host = counts.http_bind.decode("ascii", "replace")
     if host in _WILDCARDS:
-        host = peer_host.decode("utf-8", "replace")
+        host = peer_host.decode("ascii", "replace")
+    if not _HOST.match(host):
+        return None
     if ":" in host:
         host = "[%s]" % host
     return "%s://%s:%d/" % ("https" if counts.http_tls else "http", host, counts.http_port)

@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 
 from tests.support import webdriver
-from tests.support.process import ROOT, NodeProcess, free_port, wait_full_mesh
+from tests.support.process import ROOT, NodeProcess, free_port, wait_for, wait_full_mesh
 
 PASSWORD = "secret"
 AUTH = "Basic " + base64.b64encode(("operator:" + PASSWORD).encode()).decode()
@@ -232,6 +232,134 @@ def test_cluster_of_three_shows_a_killed_node_down(tmp_path, sessions):
         assert browser.text(killed + " td:nth-child(3)") == "down"
         assert "1 down" in browser.text("#cluster-summary")
         assert time.time() - started < 20
+    finally:
+        for n in nodes:
+            n.kill()
+
+
+def cell(selector, node_id):
+    return '%s td[data-node="%s"]' % (selector, node_id)
+
+
+def test_cluster_view_sums_the_nodes_shows_moves_one_rate_window_and_a_killed_node(tmp_path, sessions, capsys):
+    """Three nodes, two with an HTTP side; the page of node 0: the queues
+    summed over the cluster with each node's jobs, a link to node 1's
+    dashboard, jobs moved by federation adding up, the rates legend and
+    table over the same window, dashes for latencies never measured, and
+    node 2 killed: unreachable, its jobs out of the sums, said so."""
+    ports = [free_port(), free_port()]
+    timeout = ["--set", "cluster-node-timeout=2000"]
+    nodes = [NodeProcess(tmp_path / ("n%d" % i), args=timeout + (["--set", "http-port=%d" % ports[i]] if i < 2 else []))
+             for i in range(3)]
+    try:
+        for n in nodes:
+            n.start(wait=False)
+        for n in nodes:
+            n.wait_ready()
+        clients = [n.client() for n in nodes]
+        for c in clients[1:]:
+            assert c.call("CLUSTER", "MEET", "127.0.0.1", str(nodes[0].port)) == b"OK"
+        wait_full_mesh(nodes)
+        ids = [c.call("HELLO")[1].decode() for c in clients]
+        for i, n in enumerate((3, 2, 4)):
+            for k in range(n):
+                clients[i].call("ADDJOB", "orders", "o%d" % k, "0", "REPLICATE", "1")
+
+        browser = sessions(1400, 1000)
+        browser.get("http://127.0.0.1:%d/" % ports[0])
+        orders = 'tr[data-cq="orders"]'
+        browser.wait("return document.querySelector(arguments[0]) && "
+                     "document.querySelector(arguments[0] + ' td.total').textContent === '9'", orders,
+                     what="orders summed over the three nodes")
+        assert [browser.text(cell(orders, i)) for i in ids] == ["3", "2", "4"]
+        assert browser.js("return document.getElementById('cq-partial').hidden") is True
+        assert browser.text("#cq-summary").startswith("3 of 3 nodes counted")
+        # The cluster table: each node's jobs, and where its dashboard is.
+        jobs = "return Array.from(document.querySelectorAll('#nodes tr[data-node]'))" \
+               ".map(tr => [tr.dataset.node, tr.children[5].textContent, tr.dataset.answer])"
+        assert sorted(browser.js(jobs)) == sorted([[ids[0], "3", "ok"], [ids[1], "2", "ok"], [ids[2], "4", "ok"]])
+        link = '#nodes tr[data-node="%s"] td:nth-child(9) a' % ids[1]
+        assert browser.attribute(link, "href") == "http://127.0.0.1:%d/" % ports[1]
+        assert browser.attribute('#cq-table th[data-node="%s"] a' % ids[1], "href") == "http://127.0.0.1:%d/" % ports[1]
+        assert browser.text('#nodes tr[data-node="%s"] td:nth-child(9)' % ids[2]) == "–"  # no HTTP side
+
+        # Latencies never measured show a dash, not 0.
+        for name in ("getjob_wait", "addjob_replication", "add_to_ack"):
+            lat = '#c-latency tr[data-latency="%s"]' % name
+            assert [browser.text(lat + " td:nth-child(%d)" % k) for k in (2, 3, 4)] == ["–", "–", "0"], name
+
+        # Federation: node 1's consumer takes jobs queued on node 0.
+        for k in range(40):
+            clients[0].call("ADDJOB", "work", "w%d" % k, "0", "REPLICATE", "1")
+        got = []
+        deadline = time.time() + 20
+        while len(got) < 5 and time.time() < deadline:
+            got += clients[1].call("GETJOB", "TIMEOUT", "1000", "COUNT", "5", "FROM", "work") or []
+        assert len(got) >= 5
+        for job in got:
+            clients[1].call("ACKJOB", job[1])
+        moved = wait_for(lambda: qstat(clients[0], "work").get("moved-out"), timeout=10, what="jobs moved out")
+        work = row("work")
+        cells = """
+            const heads = Array.from(document.querySelectorAll('#queue-table thead th')).map(th => th.textContent);
+            const tr = document.querySelector(arguments[0]);
+            return tr && Object.fromEntries(Array.from(tr.children).map((td, i) => [heads[i], td.textContent]));"""
+        browser.wait("const cells = (function () {%s}).apply(null, arguments); "
+                     "return cells && cells['Moved out'] === arguments[1]" % cells, work, str(moved),
+                     what="node 0's moves out")
+        cells = browser.js(cells, work)
+        assert cells["Removed"] == cells["Moved out"] == str(moved)  # nothing delivered here: all moved
+        assert cells["Moved in"] == "0"
+        stat = qstat(clients[0], "work")
+        assert stat["jobs-out"] == stat["moved-out"] == moved
+        cq = 'tr[data-cq="work"]'
+        browser.wait("return document.querySelector(arguments[0] + ' td[data-key=moved_in]').textContent === "
+                     "arguments[1]", cq, str(moved), what="the moves in, summed")
+        sums = browser.js("return Object.fromEntries(Array.from(document.querySelectorAll(arguments[0] + "
+                          "' td[data-key]')).map(td => [td.dataset.key, td.textContent]))", cq)
+        assert sums["moved_out"] == sums["moved_in"] == str(moved)
+        assert sums["acked"] == str(len(got))
+
+        # One window: the legend and the table give the same rates (fresh
+        # traffic, within the window).
+        for k in range(5):
+            clients[0].call("ADDJOB", "fresh", "f%d" % k, "0", "REPLICATE", "1")
+        clients[0].call("GETJOB", "FROM", "fresh")
+        agree = """
+            const legend = Array.from(document.querySelectorAll('#legend-rates b')).map(b => Number(b.dataset.value));
+            const heads = Array.from(document.querySelectorAll('#queue-table thead th'));
+            const col = key => {
+              const i = heads.findIndex(th => th.dataset.key === key);
+              return Array.from(document.querySelectorAll('#queue-table tbody tr[data-queue]'))
+                .reduce((sum, tr) => sum + Number(tr.children[i].dataset.value), 0);
+            };
+            const table = [col('rate_in'), col('rate_out'), col('rate_ack'), col('rate_nack')];
+            return legend[0] > 0 && legend[1] > 0 && legend.every((v, i) => Math.abs(v - table[i]) < 1e-9)
+              ? [legend, table] : null;"""
+        legend, table = browser.wait(agree, timeout=10, what="the legend and the table on one window")
+        assert "10 s" in browser.text("#rates-window")
+        saved(capsys, browser, "dashboard-cluster.png", full_page=True)
+
+        # A node killed: unreachable, out of the sums, and the page says so.
+        nodes[2].kill()
+        browser.wait("return document.querySelector(arguments[0]).dataset.answer === 'unreachable'",
+                     '#nodes tr[data-node="%s"]' % ids[2], timeout=15, what="node 2 unreachable")
+        browser.wait("return document.querySelector(arguments[0] + ' td.total').textContent === '5'", orders,
+                     what="orders without node 2")
+        assert browser.text(cell(orders, ids[2])) == "?"
+        assert browser.js("return document.getElementById('cq-partial').hidden") is False
+        partial = browser.text("#cq-partial")
+        assert ids[2][:8] in partial and "unreachable" in partial and "not in these sums" in partial
+        assert browser.text("#cq-summary").startswith("2 of 3 nodes counted")
+        assert browser.text('#nodes tr[data-node="%s"] td:nth-child(6)' % ids[2]) == "?"
+        saved(capsys, browser, "dashboard-cluster-partial.png", full_page=True)
+
+        # A latency measured shows a time.
+        clients[0].call("GETJOB", "FROM", "orders")
+        browser.wait("return document.querySelector('#c-latency tr[data-latency=getjob_wait] td:nth-child(2)')"
+                     ".textContent !== '–'", what="the GETJOB wait measured")
+        for c in clients[:2]:
+            c.close()
     finally:
         for n in nodes:
             n.kill()

@@ -211,8 +211,28 @@ def test_the_api_on_a_three_node_cluster(tmp_path):
         assert all(c.call("SHOW", job_id) is not None for c in clients)
         assert api(http[0], "/api/jobs/%s/delete" % job_id, "POST", password="pw") == (200, {"deleted": 1})
         assert wait_for(lambda: all(c.call("SHOW", job_id) is None for c in clients), 15)
-        # A killed node is shown down.
+        # The cluster view: the nodes' queues summed, over the bus, and each
+        # peer's dashboard address.
+        for i, c in enumerate(clients):
+            for _ in range(i + 1):
+                c.call("ADDJOB", "summed", "x", "0", "REPLICATE", "1")
+        status, view = api(http[0], "/api/cluster", password="pw")
+        assert status == 200 and view["complete"] is True
+        [summed] = [q for q in view["queues"] if q["name"] == "summed"]
+        assert summed["len"] == summed["added"] == 6 and sorted(summed["nodes"].values()) == [1, 2, 3]
+        assert sorted(n["dashboard"] or "" for n in view["nodes"]) == \
+            ["", "http://127.0.0.1:%d/" % http[1], "http://127.0.0.1:%d/" % http[2]]
+        assert api(http[0], "/api/cluster")[0] == 401  # no password
+        # A killed node is shown down, and unreachable in the cluster view.
         nodes[2].kill()
+
+        def third_unreachable():
+            view = api(http[0], "/api/cluster", password="pw")[1]
+            return not view["complete"] and view
+        view = wait_for(third_unreachable, 10)
+        assert [n["answer"] for n in view["nodes"] if n["address"] == "127.0.0.1:%d" % nodes[2].port] == ["unreachable"]
+        [summed] = [q for q in view["queues"] if q["name"] == "summed"]
+        assert summed["len"] == 3
 
         def third_down():
             rows = api(http[0], "/api/nodes", password="pw")[1]["nodes"]

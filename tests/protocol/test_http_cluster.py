@@ -200,3 +200,20 @@ def test_jobs_moved_by_federation_are_counted_where_they_left_and_arrived(trio):
     assert q["acked"] == len(got) == 5
     assert q["nodes"][node_ids[0]] + q["nodes"][node_ids[1]] == 40 - 5
     assert q["removed"] == moved + 5  # node 0's moves, node 1's deliveries
+
+
+@pytest.mark.parametrize("bind,port,tls,expected", [
+    (b"127.0.0.1", 7790, False, "http://127.0.0.1:7790/"),
+    (b"0.0.0.0", 7790, False, "http://10.0.0.7:7790/"),  # every address: the one the cluster knows
+    (b"::", 7790, True, "https://10.0.0.7:7790/"),
+    (b"::1", 7790, False, "http://[::1]:7790/"),
+    (b"dash.example", 443, True, "https://dash.example:443/"),
+    (b"127.0.0.1", 0, False, None),  # no HTTP side
+    (b"evil.example/x?", 7790, False, None),  # a peer's answer is no way to plant any link
+    (b"a@b", 7790, False, None),
+])
+def test_a_peers_dashboard_address(bind, port, tls, expected):
+    from disque.node.census import dashboard_url
+
+    counts = messages.Counts(1, 0, 0, 0, 0, (), port, tls, bind)
+    assert dashboard_url(counts, b"10.0.0.7") == expected

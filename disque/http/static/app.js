@@ -211,7 +211,8 @@
     var work = [api("api/node").then(function (n) { if (gen === state.gen) renderNode(n); })];
     if (state.view === "overview") {
       var q = "api/queues" + (state.filter ? "?filter=" + enc(state.filter) : "");
-      work.push(api("api/nodes").then(function (r) { if (gen === state.gen) renderNodes(r); }));
+      var c = "api/cluster" + (state.filter ? "?filter=" + enc(state.filter) : "");
+      work.push(api(c).then(function (r) { if (gen === state.gen) renderCluster(r); }));
       work.push(api(q).then(function (r) { if (gen === state.gen) renderQueues(r); }));
       work.push(api("api/rates").then(function (r) { if (gen === state.gen) renderRates(r); }));
     } else {
@@ -287,8 +288,13 @@
     };
     var rows = Object.keys(n.latency || {}).map(function (k) {
       var l = n.latency[k];
-      return el("tr", { title: titles[k] || "" }, el("td", { text: names[k] || k }), el("td", { text: latency(l.p50) }),
-        el("td", { text: latency(l.p99) }), el("td", { text: compact(l.count) }));
+      var none = !l.count;  // no sample: no time was measured, which is not a time of 0
+      var tr = el("tr", { title: (titles[k] || "") + (none ? " (nothing measured yet)" : "") },
+        el("td", { text: names[k] || k }), el("td", { text: none ? "–" : latency(l.p50) }),
+        el("td", { text: none ? "–" : latency(l.p99) }), el("td", { text: compact(l.count || 0) }));
+      tr.dataset.latency = k;
+      if (none) tr.className = "dim";
+      return tr;
     });
     $("c-latency").replaceChildren.apply($("c-latency"), rows);
 
@@ -368,6 +374,34 @@
 
   // --- cluster -----------------------------------------------------------------
 
+  var ANSWERS = {
+    ok: ["ok", "counted", "Its counts are in the sums below"],
+    unreachable: ["bad", "unreachable", "No bus link to it: its counts are not in the sums below"],
+    timeout: ["warn", "no answer", "Asked over the bus, no answer within 1 s: its counts are not in the sums below"],
+    "old-version": ["warn", "older version", "It runs a version that does not give its counts: they are not in the sums below"]
+  };
+
+  function renderCluster(r) {
+    renderNodes(r);
+    renderClusterQueues(r);
+  }
+
+  function dashboardLink(td, n) {
+    var want = n.myself ? "this page" : n.dashboard || "";
+    if (td.dataset.url === want) return;
+    td.dataset.url = want;
+    if (n.myself) {
+      td.replaceChildren(el("span", { cls: "dim", text: "this page" }));
+    } else if (n.dashboard) {
+      var shown = n.dashboard.replace(/^https?:\/\//, "").replace(/\/$/, "");
+      td.replaceChildren(el("a", { cls: "mono", text: shown, title: "This node's dashboard (it asks for its own password)",
+        attrs: { href: n.dashboard, rel: "noopener noreferrer" } }));
+    } else {
+      td.replaceChildren(el("span", { cls: "dim", text: "–",
+        title: n.answer === "ok" ? "No HTTP side (http-port 0)" : "Not known: the node did not answer" }));
+    }
+  }
+
   function renderNodes(r) {
     var tbody = $("nodes").tBodies[0];
     var nodes = r.nodes || [];
@@ -375,7 +409,8 @@
       var tr = el("tr", { attrs: { "data-node": n.id } },
         el("td", null, el("span", { cls: "mono", text: shortNode(n.id), title: n.id }), " ", pill("info", "")),
         el("td", { cls: "mono" }), el("td", null, pill("", "")), el("td", null, pill("", "")),
-        el("td", null, pill("warn", "")), el("td", { cls: "mono dim" }));
+        el("td", null, pill("warn", "")), el("td", { cls: "num" }), el("td", { cls: "num" }),
+        el("td", null, pill("", "")), el("td"), el("td", { cls: "mono dim" }));
       return tr;
     }, function (tr, n) {
       var td = tr.children;
@@ -386,8 +421,15 @@
       if (n.myself) setPill(td[3].firstChild, "", "");
       else setPill(td[3].firstChild, n.connected ? "ok" : "warn", n.connected ? "connected" : "no link");
       setText(td[4].firstChild, n.leaving ? "leaving" : "");
-      setText(td[5], n.flags);
+      var answer = ANSWERS[n.answer] || ["warn", n.answer || "", ""];
+      setText(td[5], n.jobs === null || n.jobs === undefined ? "?" : num(n.jobs));
+      setText(td[6], n.queued === null || n.queued === undefined ? "?" : num(n.queued));
+      setPill(td[7].firstChild, answer[0], answer[1]);
+      td[7].title = answer[2];
+      dashboardLink(td[8], n);
+      setText(td[9], n.flags);
       tr.dataset.up = n.up ? "1" : "0";
+      tr.dataset.answer = n.answer || "";
       setClass(tr, !n.up ? "down" : n.leaving ? "leaving" : "");
     });
     var up = nodes.filter(function (n) { return n.up; }).length;
@@ -396,19 +438,111 @@
       (nodes.length - up ? " · " + (nodes.length - up) + " down" : "") + (leaving ? " · " + leaving + " leaving" : ""));
   }
 
+  // --- queues across the cluster ------------------------------------------------------
+
+  var CQ_SUMS = [
+    { key: "added", label: "Added", title: "Jobs queued, summed over the nodes (a move counts on the node it reached)" },
+    { key: "removed", label: "Removed", title: "Jobs taken out, summed: delivered to consumers, or moved to another node" },
+    { key: "moved_out", label: "Moved out", title: "Jobs a node handed to another (federation), summed" },
+    { key: "moved_in", label: "Moved in", title: "Jobs a node received from another (federation), summed" },
+    { key: "acked", label: "Acked", title: "Acknowledgements received, summed" },
+    { key: "nacked", label: "Nacked", title: "NACKs received, summed" }
+  ];
+
+  function renderClusterQueues(r) {
+    var nodes = r.nodes || [];
+    var table = $("cq-table");
+    var head = table.tHead.rows[0];
+    var sig = nodes.map(function (n) { return n.id + "/" + n.answer + "/" + (n.dashboard || ""); }).join(" ");
+    var tbody = table.tBodies[0];
+    if (head.dataset.sig !== sig) {  // the nodes changed: new columns, new rows
+      head.dataset.sig = sig;
+      var cells = [el("th", { text: "Queue" }), el("th", { cls: "num", text: "Jobs", title: "Jobs queued, summed over the nodes counted" })];
+      nodes.forEach(function (n) {
+        var label = shortNode(n.id);
+        var th = el("th", { cls: "num node-col", title: "Jobs queued on node " + n.id + (n.myself ? " (this node)" : "") +
+          (n.answer === "ok" ? "" : ": " + (ANSWERS[n.answer] || [0, n.answer])[1] + ", not counted") });
+        th.dataset.node = n.id;
+        if (n.dashboard) th.appendChild(el("a", { cls: "mono", text: label, attrs: { href: n.dashboard, rel: "noopener noreferrer" } }));
+        else th.appendChild(el("span", { cls: "mono", text: label + (n.myself ? " (this)" : "") }));
+        if (n.answer !== "ok") th.classList.add("uncounted");
+        cells.push(th);
+      });
+      CQ_SUMS.forEach(function (c) { cells.push(el("th", { cls: "num", text: c.label, title: c.title })); });
+      head.replaceChildren.apply(head, cells);
+      syncRows(tbody, [], null, null, null);
+    }
+    var queues = r.queues || [];
+    var columns = 2 + nodes.length + CQ_SUMS.length;
+    if (!queues.length) {
+      emptyRow(tbody, columns, state.filter ? "No queue name holds “" + state.filter + "” on the nodes counted." :
+        "No queues on the nodes counted.");
+    } else {
+      syncRows(tbody, queues, function (q) { return q.name; }, function (q) {
+        var tr = el("tr", null, el("td", { cls: "qname-cell", text: q.name, title: q.name }), el("td", { cls: "num total" }));
+        tr.dataset.cq = q.name;
+        nodes.forEach(function (n) {
+          var td = el("td", { cls: "num" });
+          td.dataset.node = n.id;
+          tr.appendChild(td);
+        });
+        CQ_SUMS.forEach(function (c) { tr.appendChild(el("td", { cls: "num", attrs: { "data-key": c.key } })); });
+        return tr;
+      }, function (tr, q) {
+        var td = tr.children;
+        setText(td[1], num(q.len));
+        nodes.forEach(function (n, i) {
+          var cell = td[2 + i];
+          var v = q.nodes ? q.nodes[n.id] : undefined;
+          if (v === undefined) {
+            setText(cell, "?");
+            cell.title = "Not counted: node " + shortNode(n.id) + " " + (ANSWERS[n.answer] || [0, n.answer])[1];
+          } else if (v === null) {
+            setText(cell, "?");
+            cell.title = "Not among the longest queues that node gave";
+          } else {
+            setText(cell, num(v));
+            cell.title = "";
+          }
+          var muted = v === 0 || v === undefined || v === null;
+          if (cell.classList.contains("zero") !== muted) cell.classList.toggle("zero", muted);
+        });
+        CQ_SUMS.forEach(function (c, i) { setText(td[2 + nodes.length + i], num(q[c.key])); });
+      });
+    }
+    var counted = nodes.filter(function (n) { return n.answer === "ok"; });
+    var missing = nodes.filter(function (n) { return n.answer !== "ok"; });
+    setText($("cq-summary"), counted.length + " of " + nodes.length + (nodes.length === 1 ? " node" : " nodes") + " counted · " +
+      num(r.distinct) + (r.distinct === 1 ? " queue" : " queues") + (queues.length < r.distinct ? " · " + queues.length + " longest shown" : ""));
+    var partial = $("cq-partial");
+    if (missing.length) {
+      setText(partial, "Partial: " + missing.map(function (n) {
+        return shortNode(n.id) + " " + (ANSWERS[n.answer] || [0, n.answer])[1];
+      }).join(", ") + ". " + (missing.length === 1 ? "Its jobs are" : "Their jobs are") + " not in these sums.");
+      partial.hidden = false;
+    } else {
+      partial.hidden = true;
+    }
+    $("cluster-queues").dataset.complete = r.complete ? "1" : "0";
+    $("cluster-queues").hidden = nodes.length < 2;  // one node: the same as its own queues below
+  }
+
   // --- queues ------------------------------------------------------------------
 
   var PAUSE_ORDER = { none: 0, in: 1, out: 2, all: 3 };
+  var RATE_TITLE = "Per second over the last 10 s (the rates chart uses the same window)";
   var QCOLS = [
     { key: "name", label: "Queue", str: true },
     { key: "len", label: "Jobs", fmt: num },
     { key: "age", label: "Oldest", fmt: function (v, q) { return q.len ? dur(v) : "–"; } },
-    { key: "rate_in", label: "In/s", fmt: rate },
-    { key: "rate_out", label: "Out/s", fmt: rate },
-    { key: "rate_ack", label: "Ack/s", fmt: rate },
-    { key: "rate_nack", label: "Nack/s", fmt: rate },
-    { key: "added", label: "Added", fmt: num },
-    { key: "removed", label: "Removed", fmt: num },
+    { key: "rate_in", label: "In/s", fmt: rate, title: RATE_TITLE },
+    { key: "rate_out", label: "Out/s", fmt: rate, title: RATE_TITLE },
+    { key: "rate_ack", label: "Ack/s", fmt: rate, title: RATE_TITLE },
+    { key: "rate_nack", label: "Nack/s", fmt: rate, title: RATE_TITLE },
+    { key: "added", label: "Added", fmt: num, title: "Jobs queued here: new, requeued, or moved in from another node" },
+    { key: "removed", label: "Removed", fmt: num, title: "Jobs taken out: delivered to consumers, or moved out to another node" },
+    { key: "moved_out", label: "Moved out", fmt: num, title: "Jobs handed to other nodes whose consumers asked (federation): part of Removed" },
+    { key: "moved_in", label: "Moved in", fmt: num, title: "Jobs other nodes handed here (federation): part of Added" },
     { key: "acked", label: "Acked", fmt: num },
     { key: "nacked", label: "Nacked", fmt: num },
     { key: "blocked", label: "Blocked", fmt: num, title: "Clients blocked in GETJOB on this queue" },
@@ -555,6 +689,7 @@
     QCOLS.forEach(function (c, i) {
       if (c.fmt) {
         setText(td[i], c.fmt(q[c.key], q));
+        td[i].dataset.value = String(q[c.key]);
         var zero = !q[c.key] && c.key !== "len";
         if (td[i].classList.contains("zero") !== zero) td[i].classList.toggle("zero", zero);
       }
@@ -736,6 +871,7 @@
     }
     this.series.forEach(function (se) {
       setText(self.values[se.key], shown ? self.opts.format(shown[se.key] || 0) : "–");
+      self.values[se.key].dataset.value = shown ? String(shown[se.key] || 0) : "";
     });
   };
 
@@ -758,7 +894,8 @@
     var stats = [
       ["Jobs", num(q.len)], ["Oldest job", q.len ? dur(q.age) : "–"],
       ["In/s", rate(q.rate_in)], ["Out/s", rate(q.rate_out)], ["Ack/s", rate(q.rate_ack)], ["Nack/s", rate(q.rate_nack)],
-      ["Added", num(q.added)], ["Removed", num(q.removed)], ["Acked", num(q.acked)], ["Nacked", num(q.nacked)],
+      ["Added", num(q.added)], ["Removed", num(q.removed)], ["Moved out", num(q.moved_out)], ["Moved in", num(q.moved_in)],
+      ["Acked", num(q.acked)], ["Nacked", num(q.nacked)],
       ["Blocked clients", num(q.blocked)]
     ];
     var dl = $("q-stats");
