@@ -282,7 +282,7 @@ def _put_counts(out, m, version):
             _put_str32(out, q.name)
             out.append(_QUEUE_NUMS.pack(*q[1:]))
         out.append(_U16.pack(m.http_port))
-    except struct.error as e:
+    except (struct.error, ValueError, OverflowError) as e:  # (PyPy: ValueError for a negative)
         raise WireError("counts: %s" % e) from None
     out.append(_U8.pack(1 if m.http_tls else 0))
     _put_str8(out, m.http_bind)

@@ -126,9 +126,6 @@ def qstat(ctx, client, argv):
     ]
     if q.dead:  # a dead-letter count (docs/extensions.md) only once there is one: the original's reply otherwise
         fields += (b"$4\r\ndead\r\n", reply.integer(q.dead))
-    if q.moved_in or q.moved_out:  # federation's moves (this project's fields), once there is one
-        fields += (b"$8\r\nmoved-in\r\n", reply.integer(q.moved_in),
-                   b"$9\r\nmoved-out\r\n", reply.integer(q.moved_out))
     return reply.array(fields)
 
 

@@ -189,8 +189,8 @@ def test_jobs_moved_by_federation_are_counted_where_they_left_and_arrived(trio):
         consumer.call("ACKJOB", job[1])
     cluster.advance(0.5)
     qstat = dict(zip(*[iter(cluster.client(0).call("QSTAT", "work"))] * 2))
-    moved = qstat[b"moved-out"]
-    assert moved >= 5 and qstat[b"jobs-out"] == moved  # every job out of node 0 went to node 1
+    moved = qstat[b"jobs-out"]  # node 0 delivered nothing itself: every job out of it went to node 1
+    assert moved >= 5 and b"moved-out" not in qstat  # (QSTAT stays the original's reply)
     status, mine = request(cluster, 0, b"/api/queues")
     [row] = mine["queues"]
     assert row["removed"] == row["moved_out"] == moved and row["moved_in"] == 0
