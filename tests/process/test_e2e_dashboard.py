@@ -2,8 +2,9 @@
 chromium-driver, driven by tests/support/webdriver.py) against real nodes: the
 password is required, the page shows the queues made over RESP, a click
 pauses a queue (QSTAT agrees), the queue view lists its jobs, a 3-node
-cluster shows a killed node down, and a job added over RESP appears
-without a reload.
+cluster shows a killed node down, another shows the queues summed over
+its nodes with federation's moves and a killed node left out and named,
+and a job added over RESP appears without a reload.
 
 Screenshots are saved under ``$DISQUE_ARTIFACTS`` (default ``.artifacts/``
 in the repository); their paths are printed in the test output.

@@ -541,8 +541,8 @@
     { key: "rate_nack", label: "Nack/s", fmt: rate, title: RATE_TITLE },
     { key: "added", label: "Added", fmt: num, title: "Jobs queued here: new, requeued, or moved in from another node" },
     { key: "removed", label: "Removed", fmt: num, title: "Jobs taken out: delivered to consumers, or moved out to another node" },
-    { key: "moved_out", label: "Moved out", fmt: num, title: "Jobs handed to other nodes whose consumers asked (federation): part of Removed" },
-    { key: "moved_in", label: "Moved in", fmt: num, title: "Jobs other nodes handed here (federation): part of Added" },
+    { key: "moved_out", label: "Moved out", fmt: num, wrap: true, title: "Jobs handed to other nodes whose consumers asked (federation): part of Removed" },
+    { key: "moved_in", label: "Moved in", fmt: num, wrap: true, title: "Jobs other nodes handed here (federation): part of Added" },
     { key: "acked", label: "Acked", fmt: num },
     { key: "nacked", label: "Nacked", fmt: num },
     { key: "blocked", label: "Blocked", fmt: num, title: "Clients blocked in GETJOB on this queue" },
@@ -555,6 +555,7 @@
     QCOLS.forEach(function (c) {
       var th = el("th", { text: c.label, title: c.title || "" });
       if (c.fmt) th.className = "num";
+      if (c.wrap) th.classList.add("wrap");  // two short lines: the table fits 1280 px with its pause buttons
       if (c.key) {
         th.classList.add("sort");
         th.tabIndex = 0;
