@@ -33,6 +33,7 @@ from ..bus import wire
 from ..commands import views
 from ..config.glob import stringmatch
 from ..core import messages
+from .listeners import WILDCARD_HOSTS
 
 #: How long (seconds) :meth:`Census.gather` waits for the peers' answers.
 TIMEOUT = 1.0
@@ -41,7 +42,6 @@ OK = "ok"
 UNREACHABLE = "unreachable"
 OLD_VERSION = "old-version"
 TIMED_OUT = "timeout"
-_WILDCARDS = ("", "0.0.0.0", "::", "*")
 _HOST = re.compile(r"\A[A-Za-z0-9.:-]{1,253}\Z")  # a host name, an IPv4 or IPv6 address
 
 
@@ -58,7 +58,7 @@ def dashboard_url(counts, peer_host: bytes):
     if not counts.http_port:
         return None
     host = counts.http_bind.decode("ascii", "replace")
-    if host in _WILDCARDS:
+    if host in WILDCARD_HOSTS:
         host = peer_host.decode("ascii", "replace")
     if not _HOST.match(host):
         return None

@@ -50,6 +50,31 @@ from zope.interface import implementer
 
 from ..bus.links import BUS_PORT_OFFSET
 from ..access.protection import is_loopback
+from ..config.specs import parse_seed
+
+#: ``bind`` values that mean every interface (the dashboard's and the
+#: seeds' idea of "this node's own addresses" follows them).
+WILDCARD_HOSTS = ("", "0.0.0.0", "::", "*")
+_LOOPBACK_NAMES = (b"127.0.0.1", b"::1", b"localhost")
+
+
+def own_hosts(binds):
+    """The hosts that name this node, from its ``bind`` addresses (for
+    every interface, the loopback names; the seeds learn the others when
+    their handshake is answered by this node itself)."""
+    hosts = set()
+    for bind in binds or [""]:
+        try:
+            host, _ = parse_seed("%s:1" % ("[%s]" % bind if ":" in bind else bind))
+        except ValueError:
+            host = bind
+        if bind in WILDCARD_HOSTS:
+            hosts.update(_LOOPBACK_NAMES)
+            continue
+        hosts.add(host.encode())
+        if host.startswith("127.") or host == "::1":
+            hosts.add(b"localhost")
+    return frozenset(hosts)
 
 CONNECT_TIMEOUT = 5  # seconds
 

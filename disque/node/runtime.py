@@ -40,6 +40,7 @@ from .census import Census
 from .client_memory import ClientMemory, effective_limit
 from .effects import Effects
 from .facts import ProcessFacts
+from .listeners import own_hosts
 from .nodefile import NodeFile
 
 log = logger("disque")
@@ -56,29 +57,6 @@ def _closure(dispatch, ctx):
 # PyPy's partial (written in Python, with *args and **kwargs) cost about 6%
 # of a pipelined request (benchmarks/dispatch_bench.py, docs/benchmarks.md).
 _bound = partial if platform.python_implementation() == "CPython" else _closure
-
-
-_WILDCARDS = ("", "0.0.0.0", "::", "*")
-_LOOPBACK = (b"127.0.0.1", b"::1", b"localhost")
-
-
-def own_hosts(binds):
-    """The hosts that name this node, from its ``bind`` addresses (for
-    every interface, the loopback names; the seeds learn the others when
-    their handshake is answered by this node itself)."""
-    hosts = set()
-    for bind in binds or [""]:
-        try:
-            host, _ = parse_seed("%s:1" % ("[%s]" % bind if ":" in bind else bind))
-        except ValueError:
-            host = bind
-        if bind in _WILDCARDS:
-            hosts.update(_LOOPBACK)
-            continue
-        hosts.add(host.encode())
-        if host.startswith("127.") or host == "::1":
-            hosts.add(b"localhost")
-    return frozenset(hosts)
 
 
 @implementer(IClientRuntime)

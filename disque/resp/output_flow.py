@@ -1,5 +1,5 @@
 """The output side of a client connection: flow control, output limits,
-replies in order behind reply slots.
+replies in order behind reply slots, closing once the replies are out.
 
 :class:`OutputFlow` is the half of :class:`~disque.resp.protocol.RespProtocol`
 that decides what leaves and when; the protocol (the other half) parses,
@@ -59,6 +59,37 @@ class OutputFlow(BatchOutput):
     slotted = 0  # bytes of replies queued behind an unfilled reply slot
     _go_on_call = None
     lose_after_flush = False  # closing: the transport closes once this batch's replies are written
+    producing = False  # registered as the transport's producer (see close)
+
+    def start_producing(self):
+        """Register as the transport's (push) producer: it pauses us when
+        its buffer is full."""
+        self.transport.registerProducer(self, True)
+        self.producing = True
+
+    def close(self):
+        """Close once what was written is sent.  Twisted's loseConnection
+        waits for a registered producer: TCP for one it has paused (its
+        buffer was full), TLS for any (its close_notify is not sent until
+        the producer goes): with us still registered, a close decided while
+        replies wait, or any close under TLS, would never happen.  Nothing
+        more is produced: done.  The replies this batch kept leave first
+        (``flush`` then closes): TLS drops what is written after
+        loseConnection (TCP sends it)."""
+        self.closing = True
+        self._unregister()
+        if self.outbuf is not None and not self.held:
+            self.lose_after_flush = True
+        else:
+            self.transport.loseConnection()
+
+    def _unregister(self):
+        """No longer the transport's producer (see close).  Tracked here:
+        under TLS the transport's producer is not this protocol but the TLS
+        layer's wrapper of it."""
+        if self.producing:
+            self.producing = False
+            self.transport.unregisterProducer()
 
     # IPushProducer: the transport's buffer is full / has drained.
 

@@ -98,7 +98,6 @@ class RespProtocol(OutputFlow, Protocol):
     client = None
     parked = False
     closing = False
-    producing = False  # registered as the transport's producer (see close)
     input_error = None  # a protocol error waiting for the parked pipeline ahead of it
     queued = 0  # request_size(self.pending)
     cert_user_pending = False  # tls-auth-clients-user cn: the certificate names the user (first read)
@@ -139,8 +138,7 @@ class RespProtocol(OutputFlow, Protocol):
         self.client.local = local
         self.cert_user_pending = ctx.config["tls-auth-clients-user"] == "cn" and \
             hasattr(self.transport, "getPeerCertificate")
-        self.transport.registerProducer(self, True)
-        self.producing = True
+        self.start_producing()
 
     def _deny(self, peer):
         """Protected mode: tell the client why, close (as the original
@@ -369,30 +367,6 @@ class RespProtocol(OutputFlow, Protocol):
         if error is not None and not (self.parked or self.pending):
             self.close()
         self._count_memory()
-
-    def close(self):
-        """Close once what was written is sent.  Twisted's loseConnection
-        waits for a registered producer: TCP for one it has paused (its
-        buffer was full), TLS for any (its close_notify is not sent until
-        the producer goes): with us still registered, a close decided while
-        replies wait, or any close under TLS, would never happen.  Nothing
-        more is produced: done.  The replies this batch kept leave first
-        (``flush`` then closes): TLS drops what is written after
-        loseConnection (TCP sends it)."""
-        self.closing = True
-        self._unregister()
-        if self.outbuf is not None and not self.held:
-            self.lose_after_flush = True
-        else:
-            self.transport.loseConnection()
-
-    def _unregister(self):
-        """No longer the transport's producer (see close).  Tracked here:
-        under TLS the transport's producer is not this protocol but the TLS
-        layer's wrapper of it."""
-        if self.producing:
-            self.producing = False
-            self.transport.unregisterProducer()
 
     def idle(self) -> bool:
         """Whether this client waits for nothing from the node (for
