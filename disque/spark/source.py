@@ -7,7 +7,8 @@
 Options are validated for the operation when Spark asks for a reader or a
 writer (:mod:`.options`); writers also discover the nodes there, on the
 driver, so a bad node list or password fails the query before any task
-runs.  Schemas: :mod:`.schema`.
+runs.  Schemas: :mod:`.schema`.  Registering the source checks that
+Spark's Python workers can import it (:mod:`.workers`).
 """
 
 from pyspark.sql.datasource import DataSource
@@ -17,6 +18,7 @@ from .connection import discover
 from .options import READ, STREAM_READ_MODE, WRITE_MODE, OptionError, parse_options
 from .schema import DDL
 from .stream_read import StreamReader
+from .workers import check_workers
 from .write import BatchWriter, StreamWriter, check_schema
 
 
@@ -25,6 +27,11 @@ class DisqueDataSource(DataSource):
 
     @classmethod
     def name(cls):
+        # The one method Spark calls in the driver's own Python process
+        # (spark.dataSource.register); the others run in Python workers
+        # started with PYSPARK_PYTHON.  So the check that those workers can
+        # import this package is made here, once per SparkContext (.workers).
+        check_workers()
         return "disque"
 
     def schema(self):

@@ -22,11 +22,33 @@ from disque.spark.options import (READ, STREAM_READ_MODE, WRITE_MODE, OptionErro
                                   parse_options)
 from disque.spark.connection import DisqueSparkError
 from disque.spark.stream_read import StreamReader, _stop_on_sigterm, is_spent, read_partition
+from disque.spark.workers import describe
 from disque.spark.write import _commands, check_schema, write_partition
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from tests.support.spark import add_jobs, qlen, total_qlen
 from tests.support.process import NodeProcess, call, free_port, show, wait_for
+
+
+# -- the workers' check (disque/spark/workers.py) ----------------------------------
+
+def test_workers_report_is_one_line_naming_the_interpreters():
+    driver = "/work/.venv/bin/python3"
+    assert describe(("/usr/bin/python3", "/tmp/job", "/usr/lib/disque", None), driver) is None
+    assert describe(("/usr/bin/python3", "/tmp/job", None, "No module named 'disque'"), driver) == (
+        "disque: Spark's Python workers run /usr/bin/python3, which cannot import disque (No module named "
+        "'disque'); the driver runs /work/.venv/bin/python3. Set PYSPARK_PYTHON (or spark.pyspark.python "
+        "with spark-submit) to the driver's interpreter.")
+    # Found through the current directory (a checkout), or elsewhere.
+    assert "(No module named 'hiredis'; it found disque in its current directory, /src/disque/disque); " in describe(
+        ("/usr/bin/python3", "/src/disque", "/src/disque/disque", "No module named 'hiredis'"), driver)
+    assert "(No module named 'pyarrow'; it found disque in /opt/lib/disque); " in describe(
+        ("/usr/bin/python3", "/tmp/job", "/opt/lib/disque", "No module named 'pyarrow'"), driver)
+    # The driver's own interpreter: PYSPARK_PYTHON is not the cause.
+    same = describe((driver, "/src/old", "/src/old/disque", "No module named 'disque.spark'"), driver)
+    assert same == ("disque: Spark's Python workers run /work/.venv/bin/python3, as the driver does, but "
+                    "cannot import disque.spark there (No module named 'disque.spark'; it found disque in its "
+                    "current directory, /src/old/disque): check PYTHONPATH and the workers' current directory.")
 
 
 # -- options ------------------------------------------------------------------

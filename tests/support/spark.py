@@ -46,6 +46,27 @@ def make_session(app="disque-tests", master="local[2,4]"):
     return spark
 
 
+def bare_python(folder):
+    """The ``bin`` folder of a fresh venv made in ``folder`` (no pip, no
+    packages: it cannot import disque's dependencies, whatever the
+    machine has), of this interpreter's Python version (PySpark refuses
+    workers of another minor version than the driver)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=60)
+    return os.path.join(str(folder), "bin")
+
+
+def script_env(path_first=None, **extra):
+    """The environment of a Spark script run as a user would run it: no
+    PYSPARK_PYTHON or PYSPARK_DRIVER_PYTHON (this process may have set
+    them, spark_env), loopback only, ``path_first`` ahead on PATH."""
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", **extra)
+    for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
+        env.pop(name, None)
+    if path_first:
+        env["PATH"] = path_first + os.pathsep + env.get("PATH", "")
+    return env
+
+
 def nodes_option(nodes):
     return ",".join("127.0.0.1:%d" % n.port for n in nodes)
 
