@@ -14,7 +14,7 @@ txredisapi until a client class is used.
 
 from .errors import (
     AuthError, BadId, ConnectionError, DisqueError, Leaving, MaxLen, NoJob, NoNodeAvailable,
-    NoPermission, NoReplication, OutOfMemory, Paused, ResponseError, TooLate,
+    NoPermission, NoReplication, OutOfMemory, Paused, ProtocolMismatch, ResponseError, TLSError, TooLate,
 )
 from .job import Hello, Job, NodeInfo
 from .tls import TLSOptions
@@ -23,7 +23,7 @@ from .tls import TLSOptions
 __all__ = [
     "AuthError", "BadId", "BlockingClient", "ConnectionError", "DisqueClient", "DisqueError", "Hello",
     "Job", "Leaving", "MaxLen", "NoJob", "NoNodeAvailable", "NodeInfo", "NoPermission", "NoReplication",
-    "OutOfMemory", "Paused", "ResponseError", "TLSOptions", "TooLate",
+    "OutOfMemory", "Paused", "ProtocolMismatch", "ResponseError", "TLSError", "TLSOptions", "TooLate",
 ]
 
 

@@ -16,18 +16,18 @@ discovery with HELLO (again every ``hello_interval`` seconds, checked when
 a call is made), the lowest priority first, another node on a lost
 connection, a missing reply or ``-LEAVING``, backoff for failed nodes,
 :class:`~disque.client.errors.NoNodeAvailable` after ``failover_timeout``
-seconds without a node, and the consumer rule.
+seconds without a node (sooner when no node can be used:
+``ClusterClient._gave_up``), and the consumer rule.
 """
 
 import time
 from typing import Dict, Iterator, Optional
 
-from . import errors
+from . import causes, errors
 from .cluster import ClusterClient
 from .commands import Call
 from .connection import Connection
 from .nodes import Address
-from .replies import parse_hello
 
 
 class BlockingClient(ClusterClient):
@@ -130,7 +130,7 @@ class BlockingClient(ClusterClient):
                     conn = self._conns.get(address) or self._open(address)
                     self._conns[address] = conn
                     conn.settimeout(self.reply_timeout)
-                    self._learn(address, conn.call("HELLO"))
+                    self._learn(address, conn.opening_call("HELLO"))
                 except errors.ConnectionError as e:  # AuthError, NoPermission are not: they go up at once
                     self._failed(address, e)
                     continue
@@ -139,8 +139,9 @@ class BlockingClient(ClusterClient):
                 return address
             now = self.clock()
             wake = self.topology.next_retry(now)
-            if now >= deadline:
-                raise errors.NoNodeAvailable("no Disque node reachable (%s)" % self.topology.describe_errors())
+            error = self._gave_up(now, deadline)
+            if error is not None:
+                raise error
             self.sleep(max(0.01, min(wake, deadline) - now))
 
     def _open(self, address: Address) -> Connection:
@@ -148,7 +149,7 @@ class BlockingClient(ClusterClient):
                           tls=self.tls, connect_timeout=self.connect_timeout, username=self.username)
 
     def _learn(self, address: Address, reply):
-        hello = parse_hello(reply, host=address[0])
+        hello = causes.hello(reply, errors.node_address(*address), host=address[0])
         self._ids[address] = hello.node_id
         if self.discover:
             self.topology.learn(hello)
@@ -162,7 +163,7 @@ class BlockingClient(ClusterClient):
             self._current = None
 
     def _failed(self, address: Address, error):
-        self.topology.failed(address, self.clock(), str(error).replace("disque: ", "", 1))
+        self.topology.failed(address, self.clock(), error)
         self._drop(address)
 
     def _observe(self, address: Address, jobs):

@@ -12,6 +12,7 @@ the transport and the clock).
 
 from typing import Iterable, Optional, Sequence, Tuple, Union
 
+from . import errors
 from .commands import Commands
 from .nodes import Address, OriginTracker, Topology, as_address
 from .job import NodeInfo
@@ -59,3 +60,23 @@ class ClusterClient(Commands):
             self.switches += 1
             self._target = (info.host, info.port)
         return info
+
+    def _gave_up(self, now: float, deadline: float) -> Optional[errors.ConnectionError]:
+        """After a round of tries in which no node could be used: the error
+        the call fails with, or ``None`` to try again as backoffs end.
+
+        The call fails at ``deadline`` (``failover_timeout``), or at once
+        when every node known failed for a cause that lasts (it answers,
+        but not as the client's settings need: trying again would change
+        nothing).  The error is that node's own when there is one node and
+        it failed so (:data:`~disque.client.errors.SETUP_ERRORS`), else
+        :class:`~disque.client.errors.NoNodeAvailable` naming each node."""
+        failures = self.topology.failures()
+        lasting = failures is not None and all(getattr(e, "lasting", False) for e in failures.values())
+        if now < deadline and not lasting:
+            return None
+        if failures is not None and len(failures) == 1:
+            [error] = failures.values()
+            if isinstance(error, errors.SETUP_ERRORS):
+                return error
+        return errors.NoNodeAvailable.of(self.topology.named_errors())

@@ -13,6 +13,7 @@ import collections
 import random
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from .errors import listed, node_address
 from .job import Hello, NodeInfo
 
 LEAVING_PRIORITY = 100  # what HELLO advertises for a leaving node
@@ -79,7 +80,7 @@ class Topology:
         self.backoff_max = backoff_max
         self.rng = rng or random.Random()
         self._failures: Dict[Address, Tuple[float, int]] = {}  # address -> (until, consecutive)
-        self.errors: Dict[Address, str] = {}  # last error per address, for messages
+        self.errors: Dict[Address, object] = {}  # last error (or its words) per address
         self._leaving: set = set()  # node IDs that answered -LEAVING
 
     # -- what the nodes say ------------------------------------------------------
@@ -123,8 +124,9 @@ class Topology:
 
     # -- failures ----------------------------------------------------------------
 
-    def failed(self, address: Address, now: float, error: str = "") -> float:
-        """Record a failure to reach ``address``; the time it may be tried again."""
+    def failed(self, address: Address, now: float, error=None) -> float:
+        """Record a failure to reach ``address`` (``error``: the exception,
+        or words); the time it may be tried again."""
         _, count = self._failures.get(address, (0.0, 0))
         delay = min(self.backoff_max, self.backoff_initial * (2 ** count))
         delay *= self.rng.uniform(0.75, 1.25)
@@ -133,6 +135,16 @@ class Topology:
         if error:
             self.errors[address] = error
         return until
+
+    def failures(self) -> Optional[Dict[Address, object]]:
+        """The last error of every node known, or ``None`` while one of
+        them has none (never tried, or its last attempt succeeded)."""
+        out = {}
+        for c in self._all():
+            if c.address not in self.errors:
+                return None
+            out[c.address] = self.errors[c.address]
+        return out
 
     def succeeded(self, address: Address) -> None:
         self._failures.pop(address, None)
@@ -198,7 +210,12 @@ class Topology:
         return info
 
     def describe_errors(self) -> str:
-        return "; ".join("%s:%d: %s" % (h, p, e) for (h, p), e in sorted(self.errors.items())) or "no node tried"
+        """``<host:port> (<reason>), ...`` for each node's last error."""
+        return listed(self.named_errors())
+
+    def named_errors(self) -> Dict[str, object]:
+        """The last error of each node that failed, by ``host:port``."""
+        return {node_address(h, p): e for (h, p), e in sorted(self.errors.items(), key=lambda item: item[0])}
 
 
 class OriginTracker:

@@ -21,7 +21,9 @@ Deferred.  What the client does for the caller:
   the next node; nodes that failed are tried again after a backoff
   (0.1 s doubling to 5 s).  A call fails with
   :class:`~disque.client.errors.NoNodeAvailable` only when no node could
-  run it for ``failover_timeout`` seconds.  A call that may have run on the
+  run it for ``failover_timeout`` seconds, or at once when every node
+  failed for a cause that lasts (``ClusterClient._gave_up``: a node that
+  does not speak RESP, TLS that cannot connect).  A call that may have run on the
   lost node runs again elsewhere: at-least-once, like Disque itself (an
   ADDJOB given a ``dedup`` key adds its job once whatever happens).
 * **Consumers follow producers.** When more than ``switch_share`` of the
@@ -50,13 +52,13 @@ from twisted.internet import defer, task
 from twisted.python.failure import Failure
 
 from ..io.logs import logger
-from . import errors
+from . import causes, errors
 from .cluster import ClusterClient
 from .commands import Call
 from .job import Job
 from .nodes import Address, Candidate
-from .replies import Page, parse_hello
-from .txconn import Conn, Node, dial, new_factory, response_error
+from .replies import Page
+from .txconn import Conn, Node, cause_of, diagnose, dial, new_factory, response_error, unanswered
 
 MAX_IDLE_BLOCKING = 8  # idle GETJOB connections kept per node
 
@@ -154,7 +156,7 @@ class DisqueClient(ClusterClient):
         if not isinstance(reply, Failure):
             return call.parse(reply, node.id)
         if reply.check(txredisapi.ResponseError):
-            error = response_error(reply.value)
+            error = response_error(reply.value, node.addr)
             if not errors.means_leaving(error):
                 raise error
             self._leaving(node)
@@ -199,7 +201,7 @@ class DisqueClient(ClusterClient):
                     d.addTimeout(timeout, self.reactor)
                 reply = yield d
             except txredisapi.ResponseError as e:
-                error = response_error(e)
+                error = response_error(e, node.addr)
                 if errors.means_leaving(error) and call.pin is None:
                     self._leaving(node)
                     prefer = None
@@ -275,8 +277,9 @@ class DisqueClient(ClusterClient):
                 return node
             now = self.reactor.seconds()
             wake = self.topology.next_retry(now)
-            if now >= deadline:
-                raise errors.NoNodeAvailable("no Disque node reachable (%s)" % self.topology.describe_errors())
+            error = self._gave_up(now, deadline)
+            if error is not None:
+                raise error
             yield task.deferLater(self.reactor, max(0.01, min(wake, deadline) - now), lambda: None)
 
     def _node_at(self, candidate: Candidate) -> Node:
@@ -305,10 +308,11 @@ class DisqueClient(ClusterClient):
                     yield self._hello(node, conn)
                 except txredisapi.ResponseError as e:
                     conn.close()
-                    raise response_error(e)
-                except Exception:
+                    raise response_error(e, node.addr)
+                except Exception as e:
                     conn.close()
-                    raise
+                    error = unanswered(conn.factory, cause_of(node.addr, e))
+                    raise (yield diagnose(self.reactor, node, self.tls is not None, self.connect_timeout, error))
             node.shared = conn
             self.topology.succeeded(node.address)
         except Exception as e:
@@ -359,9 +363,9 @@ class DisqueClient(ClusterClient):
     # -- failures, leaving nodes, the consumer rule -----------------------------------
 
     def _failed(self, node: Node, error, call: Optional[Call] = None):
-        reason = getattr(error, "value", error)
-        text = str(reason) or type(reason).__name__
-        until = self.topology.failed(node.address, self.reactor.seconds(), text)
+        error = cause_of(node.addr, error)
+        text = errors.reason_of(error)
+        until = self.topology.failed(node.address, self.reactor.seconds(), error)
         node.close()
         if self._current is node:
             self._current = None
@@ -403,7 +407,7 @@ class DisqueClient(ClusterClient):
         cluster from the reply."""
         d = conn.execute(["HELLO"])
         d.addTimeout(self.reply_timeout, self.reactor)
-        hello = parse_hello((yield d), host=node.host)
+        hello = causes.hello((yield d), node.addr, host=node.host)
         node.id = hello.node_id
         self._by_id[node.id] = node
         if self.discover:

@@ -6,21 +6,25 @@ can check each one) and are raised by ``call``.
 
 :func:`discover` turns the seed addresses of the ``nodes`` option into the
 cluster's node list with HELLO.  Every failure to reach or authenticate is
-raised as :class:`ConnectError` / :class:`AuthError` with one line that names
-the node and the problem; :func:`refusal` is the error for any other error
+raised as :class:`ConnectError` (:class:`ProtocolMismatchError` for a node
+that does not speak RESP, :class:`TLSError` when TLS cannot connect) /
+:class:`AuthError` with one line that names the node and the problem (the
+client's words, :mod:`disque.client.causes`, after ``disque: ``);
+:func:`refusal` is the error for any other error
 reply that fails a task (:class:`NoPermissionError` for ``-NOPERM``: the
 ``username`` option's user may not touch the queue or the job).
 """
 
 from typing import List, Optional, Sequence, Tuple
 
+from ..client import causes
 from ..client import connection as _wire
 from ..client import errors as _errors
-from ..client.replies import parse_hello
 from ..client.connection import CONNECT_TIMEOUT_S, address, split_address
 
 __all__ = ["AuthError", "ConnectError", "Connection", "DisqueSparkError", "NoPermissionError",
-           "ServerError", "address", "check_auth", "discover", "hello", "refusal", "split_address"]
+           "ProtocolMismatchError", "ServerError", "TLSError", "address", "check_auth", "discover", "hello",
+           "refusal", "split_address"]
 
 
 class DisqueSparkError(Exception):
@@ -33,6 +37,14 @@ class ServerError(DisqueSparkError, _errors.ResponseError):
 
 class ConnectError(DisqueSparkError, _errors.ConnectionError):
     """A node could not be reached (or dropped the connection)."""
+
+
+class ProtocolMismatchError(ConnectError, _errors.ProtocolMismatch):
+    """The node does not speak RESP, or is not a Disque node."""
+
+
+class TLSError(ConnectError, _errors.TLSError):
+    """TLS could not connect to the node."""
 
 
 class AuthError(DisqueSparkError, _errors.AuthError):
@@ -49,12 +61,15 @@ class Connection(_wire.Connection):
 
     reply_error = ServerError
     connect_error = ConnectError
+    protocol_error = ProtocolMismatchError
+    tls_error = TLSError
     auth_error = AuthError
+    prefix = "disque: "
 
 
 def check_auth(reply, addr: str):
     """Raise :class:`AuthError` for a ``-NOAUTH`` reply."""
-    _wire.check_auth(reply, addr, AuthError)
+    _wire.check_auth(reply, addr, AuthError, Connection.prefix)
 
 
 def refusal(command: str, conn: Connection, reply: ServerError) -> DisqueSparkError:
@@ -71,7 +86,12 @@ def refusal(command: str, conn: Connection, reply: ServerError) -> DisqueSparkEr
 def hello(conn: Connection) -> List[Tuple[str, str, int]]:
     """[(node_id, host, port), ...] from HELLO; a node that does not know
     its own host (empty) gets the address ``conn`` is connected to."""
-    return [(n.id, n.host, n.port) for n in parse_hello(conn.call("HELLO"), host=conn.host).nodes]
+    reply = conn.opening_call("HELLO")
+    try:
+        parsed = causes.hello(reply, conn.addr, host=conn.host)
+    except _errors.ProtocolMismatch as e:  # not a Disque node
+        raise _wire.as_class(e, ProtocolMismatchError, Connection.prefix) from None
+    return [(n.id, n.host, n.port) for n in parsed.nodes]
 
 
 def discover(seeds: Sequence[Tuple[str, int]], password: Optional[str],

@@ -462,8 +462,9 @@ def test_connection_refused_pair_is_an_auth_error(monkeypatch):
     opened = fake_nodes(monkeypatch, {1: node_answers(1, {("alice", "alicepw")})})
     with pytest.raises(errors.AuthError) as e:
         connection.Connection("127.0.0.1", 1, "bobpw", username="alice")
-    assert str(e.value) == ("disque: AUTH failed on node 127.0.0.1:1: WRONGPASS invalid username-password "
+    assert str(e.value) == ("AUTH failed on node 127.0.0.1:1: WRONGPASS invalid username-password "
                             "pair or user is disabled.")
+    assert (e.value.address, e.value.code) == ("127.0.0.1:1", "WRONGPASS")
     assert opened[1][0].closed
 
 
