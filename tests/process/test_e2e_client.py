@@ -10,19 +10,9 @@ import time
 
 import pytest
 
-from disque.client import BlockingClient, DisqueClient, TLSOptions, errors
+from disque.client import DisqueClient, TLSOptions, errors
 from tests.support.process import NodeProcess, call, free_port, start_tenants, wait_for
-from tests.support.tx import Sync, reactor
-
-KINDS = ["twisted", "blocking"]
-
-
-def make_client(kind, nodes, **options):
-    """A client of ``kind`` on ``nodes`` (NodeProcess objects or ports)."""
-    seeds = [("127.0.0.1", n.port) if isinstance(n, NodeProcess) else ("127.0.0.1", n) for n in nodes]
-    if kind == "twisted":
-        return Sync(DisqueClient(seeds, reactor=reactor(), **options))
-    return BlockingClient(seeds, **options)
+from tests.support.tx import KINDS, Sync, make_client, reactor
 
 
 @pytest.fixture(scope="module")

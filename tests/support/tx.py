@@ -4,7 +4,8 @@ exit), and ``run`` calls a function there and waits for its Deferred.
 
 ``Sync(client)`` wraps a :class:`~disque.client.txclient.DisqueClient` so
 every method blocks for its result, which lets one test body drive the
-Twisted client and the blocking client alike.
+Twisted client and the blocking client alike: ``make_client(kind, ...)``
+for each of ``KINDS``.
 """
 
 import atexit
@@ -69,3 +70,17 @@ class Sync:
 
     def close(self):
         run(self.client.disconnect)
+
+
+KINDS = ["twisted", "blocking"]
+
+
+def make_client(kind, nodes, **options):
+    """A client of ``kind`` (``"twisted"``: a :class:`Sync` one) on
+    ``nodes`` (NodeProcess objects or ports of 127.0.0.1)."""
+    from disque.client import BlockingClient, DisqueClient
+
+    seeds = [("127.0.0.1", n) if isinstance(n, int) else ("127.0.0.1", n.port) for n in nodes]
+    if kind == "twisted":
+        return Sync(DisqueClient(seeds, reactor=reactor(), **options))
+    return BlockingClient(seeds, **options)
