@@ -40,7 +40,11 @@ def site_url(bind: str, port: int, tls: bool) -> str:
     ``bind`` and ``port``: ``http://127.0.0.1:7790/``, ``https://`` with
     ``http-tls``, an IPv6 address in brackets; for a wildcard bind, the
     loopback address, followed by `` (listening on all interfaces)``."""
-    host = WILDCARDS.get(bind, bind)
-    shown = "[%s]" % host if ":" in host else host
-    url = "%s://%s:%d/" % ("https" if tls else "http", shown, port)
+    url = http_url(WILDCARDS.get(bind, bind), port, tls)
     return url + " (listening on all interfaces)" if bind in WILDCARDS else url
+
+
+def http_url(host: str, port: int, tls: bool) -> str:
+    """``http(s)://host:port/``, an IPv6 address in brackets."""
+    shown = "[%s]" % host if ":" in host else host
+    return "%s://%s:%d/" % ("https" if tls else "http", shown, port)

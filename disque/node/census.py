@@ -33,6 +33,7 @@ from ..bus import wire
 from ..commands import views
 from ..config.glob import stringmatch
 from ..core import messages
+from ..http import http_url
 from .listeners import WILDCARD_HOSTS
 
 #: How long (seconds) :meth:`Census.gather` waits for the peers' answers.
@@ -62,9 +63,7 @@ def dashboard_url(counts, peer_host: bytes):
         host = peer_host.decode("ascii", "replace")
     if not _HOST.match(host):
         return None
-    if ":" in host:
-        host = "[%s]" % host
-    return "%s://%s:%d/" % ("https" if counts.http_tls else "http", host, counts.http_port)
+    return http_url(host, counts.http_port, counts.http_tls)
 
 
 class Peer:
