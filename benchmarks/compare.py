@@ -9,7 +9,8 @@ Each TWISTD is the ``twistd`` of a virtualenv holding one build, or
 ``TWISTD=CHECKOUT`` to run that virtualenv's interpreter on the code of
 another checkout (``git worktree add /tmp/old <rev>``; the checkout goes
 first on the node's ``PYTHONPATH``, no second install needed), or another
-runtime (``.venv-pypy/bin/twistd``).  A node of each build runs at once;
+runtime (``.venv-pypy/bin/twistd``), or the original server's binary
+(``../shared/bin/disque-server-1.0rc1``, see ``original.py``).  A node of each build runs at once;
 PING and ADDJOB rounds alternate between them, so a noisy neighbour hits
 every build alike, and the median of the rounds is printed with the node
 CPU time per request.  ``--cluster`` adds a 3-node REPLICATE 3 cluster per
@@ -28,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # the root: tests.support
 sys.path.insert(0, HERE)
 
+from original import OriginalProcess, is_original, start_original_cluster  # noqa: E402
 from run import cpu_seconds, measured  # noqa: E402
 from tests.support.process import NodeProcess, start_cluster  # noqa: E402
 
@@ -40,9 +42,26 @@ def build(spec):
     return os.path.abspath(twistd), ({"PYTHONPATH": os.path.abspath(checkout)} if checkout else None)
 
 
+def start_node(path):
+    """A started node of the build ``path``."""
+    workdir = tempfile.mkdtemp(prefix="disque-compare-")
+    if is_original(path):
+        return OriginalProcess(workdir, os.path.abspath(path)).start()
+    twistd, env = build(path)
+    return NodeProcess(workdir, twistd=twistd, env=env).start()
+
+
+def start_build_cluster(path, n=3):
+    """``n`` started nodes of the build ``path`` in a full mesh."""
+    workdir = tempfile.mkdtemp(prefix="disque-compare-")
+    if is_original(path):
+        return start_original_cluster(workdir, n, os.path.abspath(path))
+    twistd, env = build(path)
+    return start_cluster(workdir, n, twistd=twistd, env=env)
+
+
 def single(paths, n, rounds, warmup):
-    nodes = [NodeProcess(tempfile.mkdtemp(prefix="disque-compare-"), twistd=build(p)[0], env=build(p)[1]).start()
-             for p in paths]
+    nodes = [start_node(p) for p in paths]
     try:
         for node in nodes:
             for command in COMMANDS:
@@ -71,8 +90,7 @@ def cluster(paths, n, rounds, warmup, names=tuple(SHAPES), pin=False):
     clusters = []
     try:
         for path in paths:
-            twistd, env = build(path)
-            clusters.append(start_cluster(tempfile.mkdtemp(prefix="disque-compare-"), 3, twistd=twistd, env=env))
+            clusters.append(start_build_cluster(path))
         if pin:  # the first node alone on CPU 0; the replicas and the load generator on the others
             others = os.sched_getaffinity(0) - {0}
             os.sched_setaffinity(0, others)
