@@ -197,7 +197,7 @@ SPECS = (
          "(PyPy's major collections are incremental)"),
     Spec("dedup-window", "int", 600, True, original=False, lo=0, hi=30 * 86400),
     Spec("max-deliveries", "int", 0, True, original=False, lo=0, hi=(1 << 32) - 1),
-    Spec("output-flush", "enum", "read", True, original=False, choices=("read", "turn")),
+    Spec("output-flush", "enum", "turn", True, original=False, choices=("read", "turn")),
     # Which node wrote a line (disque.io.logs): "" none, else a text with
     # {port} and {id} standing for the node's port and short ID.
     Spec("log-tag", "str", "", True, original=False, nullable=True, check=_check_log_tag),

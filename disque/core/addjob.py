@@ -241,9 +241,9 @@ class AddJob:
         if not async_:
             job.confirmed = pending.confirmed  # SHOW lists them while it waits
         self._replicating[job.id] = pending
-        record = self._jobs.record(job)
+        message = messages.ReplJob(self._jobs.record(job))  # one message: encoded once for all targets
         for node_id in targets:
-            self._cluster.send(node_id, messages.ReplJob(record))
+            self._cluster.send(node_id, message)
         self._timers.insert(pending, node.now + REPL_RETRY_MS)
         if async_:
             # ASYNC: the client gets its ID now and the job is queued at once
@@ -292,11 +292,11 @@ class AddJob:
             extra = self._targets(job.delivered, 1, job.extra.opts)
             if extra:
                 job.delivered = (*job.delivered, extra[0])
-            record = self._jobs.record(job)
+            message = messages.ReplJob(self._jobs.record(job))
             me = node.my_id
             for node_id in job.delivered:
                 if node_id != me and node_id not in pending.confirmed:
-                    self._cluster.send(node_id, messages.ReplJob(record))
+                    self._cluster.send(node_id, message)
         at = now + REPL_RETRY_MS
         if pending.deadline and pending.deadline < at:
             at = pending.deadline

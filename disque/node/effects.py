@@ -45,13 +45,15 @@ class Effects:
         self.held_output = []
         self.persisted = False  # this turn gave the persistence records
         # output-flush turn: output leaves once per reactor turn instead of
-        # once per read.  A delayed call of 0 s runs once the reactor has
-        # handed every socket ready in this turn its data, so the replies
-        # and bus frames of all of them leave together (one write per
-        # connection per turn), as the original's event loop does.  On a
-        # test's Clock it runs when the test advances time.
+        # once per read.  The reactor's before_sleep (disque.node.reactor)
+        # runs once every socket ready in this turn had its data, so the
+        # replies and bus frames of all of them leave together (one write
+        # per connection per turn), as the original's event loop does.  On
+        # another reactor a delayed call of 0 s does it (on a test's Clock,
+        # when the test advances time).
         self.flush_per_turn = False
-        self._turn = None  # the pending end_turn_now call
+        self._before_sleep = getattr(self.reactor, "before_sleep", None)
+        self._turn = None  # the pending end of turn: True (before_sleep) or the delayed call
         self._turn_started = 0  # node time of the turn's first batch (or last early flush)
         self.notice_limit = LogLimit(runtime.reactor.seconds)  # the core's notices with a key: a line a minute per key
 
@@ -117,19 +119,29 @@ class Effects:
             self.end_turn()
         elif self._turn is None:
             self._turn_started = self.node.now
-            self._turn = self.reactor.callLater(0, self.end_turn_now)
+            if self._before_sleep is not None:
+                self._turn = True
+                self._before_sleep(self._turn_ends)
+            else:
+                self._turn = self.reactor.callLater(0, self.end_turn_now)
         elif self.node.now - self._turn_started >= MAX_TURN_MS:
             self._turn_started = self.node.now  # a long turn: what is ready leaves now
+            self.end_turn()
+
+    def _turn_ends(self):
+        """The reactor is about to wait (before_sleep): unless the turn
+        was ended already (end_turn_now), its output leaves."""
+        if self._turn is True:
+            self._turn = None
             self.end_turn()
 
     def end_turn_now(self):
         """The reactor turn ends (the delayed call), or must end at once (a
         stopping service: the pending call is cancelled, what it would have
         sent leaves now)."""
-        if self._turn is not None:
-            if self._turn.active():
-                self._turn.cancel()
-            self._turn = None
+        turn, self._turn = self._turn, None
+        if turn is not None and turn is not True and turn.active():
+            turn.cancel()
         self.end_turn()
 
     def end_turn(self):

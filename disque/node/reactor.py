@@ -18,6 +18,13 @@ What does not: ``_doReadOrWrite`` still catches a protocol's exception,
 logs it and drops that connection; an exception escaping it is logged and
 the loop goes on to the next event, as ``callWithLogger`` did.
 
+It also runs work *before it sleeps*, as the original's ``beforeSleep``:
+:meth:`LeanEPollReactor.before_sleep` registers a call that runs once,
+after the events of this turn were handled and the timed calls due ran,
+before the reactor waits again.  ``output-flush turn`` sends the output of
+a whole turn that way (disque.node.effects), without the timed-call
+machinery a ``callLater(0)`` costs each turn.
+
 ``twistd disque`` switches Twisted's epoll reactor to this class (a
 subclass with no state of its own) before the node starts
 (:func:`lighten`).  A program embedding the node on its own reactor keeps
@@ -43,9 +50,44 @@ if EPollReactor is not None:
         """``EPollReactor`` whose events are handled without a log context."""
 
         multiplexing_api = "epoll"  # INFO multiplexing_api, as for EPollReactor
+        _before_sleep = None  # the calls to run before the next wait (a list), or None
+
+        def before_sleep(self, f) -> None:
+            """Call ``f()`` once before the reactor next waits for events:
+            after the events of the current turn and the timed calls due
+            (the original's ``beforeSleep``).  An exception is logged and
+            the other calls still run."""
+            pending = self._before_sleep
+            if pending is None:
+                self._before_sleep = [f]
+            else:
+                pending.append(f)
+
+        def _run_before_sleep(self, pending, timeout):
+            """Run ``pending`` (taken from ``_before_sleep``); return the
+            timeout to wait with now: none if they registered more calls,
+            no longer than the earliest timed call they scheduled."""
+            for f in pending:
+                try:
+                    f()
+                except KeyboardInterrupt:
+                    raise
+                except BaseException:
+                    log.err()
+            if self._before_sleep is not None:
+                return 0
+            sooner = self.timeout()
+            if sooner is not None and (timeout is None or sooner < timeout):
+                return sooner
+            return timeout
 
         def doPoll(self, timeout):
-            """Twisted's ``EPollReactor.doPoll``, but for ``callWithLogger``."""
+            """Twisted's ``EPollReactor.doPoll``, but for ``callWithLogger``
+            and with the calls of :meth:`before_sleep` run first."""
+            pending = self._before_sleep
+            if pending is not None:
+                self._before_sleep = None
+                timeout = self._run_before_sleep(pending, timeout)
             if timeout is None:
                 timeout = -1  # Wait indefinitely.
             try:

@@ -161,9 +161,12 @@ class IOSimCluster:
             os.makedirs(node_dir, exist_ok=True)
             config = Config.defaults()
             # gc-freeze-interval 0: a node in a test process must not freeze
-            # the test runner's heap.
+            # the test runner's heap.  output-flush read: output leaves with
+            # the read or frame that made it (a test clock has no reactor
+            # turns to end).
             config.apply_overrides(dict({"port": str(port), "dir": node_dir, "bind": self.HOST,
-                                         "gc-freeze-interval": "0"}, **(overrides or {})))
+                                         "gc-freeze-interval": "0", "output-flush": "read"},
+                                        **(overrides or {})))
             service = DisqueNodeService(config, reactor=reactor, on_shutdown=lambda: None)
             self.reactors.append(reactor)
             self.services.append(service)

@@ -9,7 +9,7 @@ from disque.node.service import DisqueNodeService
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
-from tests.support.memory import NOAUTH, T0, Node
+from tests.support.memory import NOAUTH, T0, Node, memory_config
 
 OK = b"+OK\r\n"
 TENANTS = ("alice on >apw ~a:* +@all", "bob on >bpw ~b:* +@all")
@@ -22,8 +22,7 @@ class UsersNode(Node):
     def __init__(self, workdir, users, **directives):
         os.makedirs(str(workdir), exist_ok=True)
         self.dir = str(workdir)
-        self.config = Config.defaults()
-        self.config.apply_overrides({"dir": self.dir, **directives})
+        self.config = memory_config({"dir": self.dir, **directives})
         for line in users:
             self.config.apply_overrides({"user": line})
         self.reactor = MemoryReactorClock()

@@ -483,9 +483,11 @@ def _max_deliveries(make):
 
 @effect("output-flush")
 def _output_flush(make):
-    """read: a reply leaves with its read; turn: replies wait for the end
-    of the reactor turn (a delayed call of 0 s, here when the test's clock
-    advances), then every connection's leave together."""
+    """read: a reply leaves with its read; turn (the default; nodes in
+    memory run read): replies wait for the end of the reactor turn (on a
+    reactor without before_sleep, a delayed call of 0 s, here when the
+    test's clock advances), then every connection's leave together."""
+    assert Config.defaults()["output-flush"] == "turn"
     node = make()
     a, b = node.connect(), node.connect()
     assert a.call("PING") == b"+PONG\r\n"

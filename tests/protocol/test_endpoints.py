@@ -15,12 +15,11 @@ from disque.node.listeners import EndpointError, ListenError, beyond_loopback, b
 from disque.node.timers import DirectiveTimer
 from disque.node.service import DisqueNodeService
 from disque.node.tap import Options, makeService
-from tests.support.memory import command, meet_a_peer
+from tests.support.memory import command, meet_a_peer, memory_config
 
 
 def build(tmp_path, reactor=None, **overrides):
-    config = Config.defaults()
-    config.apply_overrides({"dir": str(tmp_path), "port": "7711", **overrides})
+    config = memory_config({"dir": str(tmp_path), "port": "7711", **overrides})
     reactor = reactor or MemoryReactorClock()
     return DisqueNodeService(config, reactor=reactor, on_shutdown=lambda: None), reactor
 

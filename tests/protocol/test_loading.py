@@ -9,13 +9,12 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
 from disque.node import loading as loading_module
-from disque.config import Config
 from disque.core.node import NodeState
 from disque.interfaces import LoadError
 from disque.persistence import aof, load, records
 from disque.node.service import DisqueNodeService
 from tests.support.deferreds import failureResultOf
-from tests.support.memory import cmd, connect as protocol_connect
+from tests.support.memory import cmd, connect as protocol_connect, memory_config
 
 T0 = 1_795_347_500.0
 LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
@@ -35,8 +34,7 @@ def write_aof(path, n, queue=b"lq"):
 
 def make_service(tmp_path, n=1000, persistence="aof:sync-load-max=0", **overrides):
     ids = write_aof(tmp_path / "disque.aof", n) if n else []
-    config = Config.defaults()
-    config.apply_overrides({"dir": str(tmp_path), "port": "7711", "appendonly": "yes", "appendfsync": "no",
+    config = memory_config({"dir": str(tmp_path), "port": "7711", "appendonly": "yes", "appendfsync": "no",
                             "persistence": persistence, **overrides})
     reactor = MemoryReactorClock()
     reactor.advance(T0)

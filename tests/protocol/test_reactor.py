@@ -192,3 +192,42 @@ def test_keyboard_interrupt_is_not_swallowed(lean, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         _iterate_until(lean, lambda: False, turns=200)
     server.stopListening()
+
+
+class _Poller:
+    """Stands for the epoll object: records each wait's timeout, no events."""
+
+    def __init__(self):
+        self.timeouts = []
+
+    def poll(self, timeout, maxevents):
+        self.timeouts.append(timeout)
+        return []
+
+
+def test_before_sleep_calls_run_once_before_the_next_wait(lean, monkeypatch):
+    """The original's beforeSleep: what a turn registered runs before the
+    reactor waits again, once; a call that registers another makes that
+    wait not block; one that fails is logged and the others still run."""
+    poller = _Poller()
+    monkeypatch.setattr(lean, "_poller", poller)
+    logged, ran = [], []
+    monkeypatch.setattr(log, "err", lambda *a, **k: logged.append(a))
+    lean.before_sleep(lambda: ran.append("first"))
+    lean.before_sleep(lambda: 1 / 0)
+    lean.before_sleep(lambda: (ran.append("third"), lean.before_sleep(lambda: ran.append("later"))))
+    lean.doPoll(5.0)
+    assert ran == ["first", "third"] and len(logged) == 1
+    assert poller.timeouts == [0]  # a call is pending: the wait does not block
+    lean.doPoll(5.0)
+    assert ran == ["first", "third", "later"] and poller.timeouts == [0, 5.0]
+    lean.doPoll(5.0)
+    assert ran == ["first", "third", "later"] and poller.timeouts == [0, 5.0, 5.0]  # each ran once
+
+
+def test_a_timed_call_scheduled_before_sleeping_shortens_the_wait(lean, monkeypatch):
+    poller = _Poller()
+    monkeypatch.setattr(lean, "_poller", poller)
+    lean.before_sleep(lambda: lean.callLater(0.25, lambda: None))
+    lean.doPoll(None)  # would wait for ever: the new timed call bounds it
+    assert poller.timeouts and 0 < poller.timeouts[0] <= 0.25

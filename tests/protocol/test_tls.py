@@ -15,7 +15,7 @@ from disque.resp.protocol import RespFactory
 from disque.node.service import DisqueNodeService
 from disque.node.tap import Options, makeService
 from disque.node.tls import TLSError
-from tests.support.memory import command, meet_a_peer
+from tests.support.memory import command, meet_a_peer, memory_config
 from tests.support.tls import make_pki, node_directives
 
 
@@ -25,8 +25,7 @@ def pki(tmp_path_factory):
 
 
 def build(tmp_path, **overrides):
-    config = Config.defaults()
-    config.apply_overrides({"dir": str(tmp_path), "port": "7711", **overrides})
+    config = memory_config({"dir": str(tmp_path), "port": "7711", **overrides})
     reactor = MemoryReactorClock()
     return DisqueNodeService(config, reactor=reactor, on_shutdown=lambda: None), reactor
 

@@ -112,7 +112,6 @@ from twisted.internet.testing import MemoryReactorClock, StringTransport
 
 from disque import plugins
 from disque.io import files
-from disque.config import Config
 from disque.core.job import QUEUED
 from disque.interfaces import LoadError
 from disque.io.files import FileSystem
@@ -120,7 +119,7 @@ from disque.persistence import aof as aof_module
 from disque.resp.protocol import RespProtocol
 from disque.node.service import DisqueNodeService
 from disque.tools import check_aof
-from tests.support.memory import LOCAL_PEER
+from tests.support.memory import LOCAL_PEER, memory_config
 
 T0 = 1_795_347_500.0  # the node's clock at the start (as tests/protocol/test_directives.py)
 AOF = "disque.aof"
@@ -351,8 +350,7 @@ def build_node(directory, directives, fs=None, start=True):
     """A node service in memory (as tests/protocol/test_directives.py's ``make``):
     MemoryReactorClock at T0, ``dir`` = ``directory``.  Raises the
     LoadError of an AOF it refuses."""
-    config = Config.defaults()
-    config.apply_overrides({"dir": str(directory), **directives})
+    config = memory_config({"dir": str(directory), **directives})
     reactor = MemoryReactorClock()
     reactor.advance(T0)
     with node_fs(fs or NoSyncFileSystem()):

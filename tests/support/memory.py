@@ -24,6 +24,11 @@ from disque.resp.protocol import RespProtocol
 from .resp import encode_command as cmd  # noqa: F401  (the tests' name for it)
 
 T0 = 1_795_347_500.0  #: the clocks' start (a fixed date, in seconds)
+#: Directives of every node in memory unless a test overrides them.  A
+#: reply leaves with the read that asked for it (``output-flush read``): a
+#: test's clock has no reactor turns, so the default ``turn`` would hold it
+#: until the test advances time.  The process tier runs the default.
+MEMORY_DEFAULTS = {"output-flush": "read"}
 NOAUTH = b"-NOAUTH Authentication required.\r\n"
 #: The peer of in-memory clients: on loopback, as the node's default bind
 #: sees them (StringTransport's own default, 192.168.1.1, is a stranger
@@ -43,14 +48,20 @@ class CountingTransport(StringTransport):
         super().write(data)
 
 
+def memory_config(directives) -> Config:
+    """The directives of a node in memory: the defaults, then
+    :data:`MEMORY_DEFAULTS`, then ``directives``."""
+    config = Config.defaults()
+    config.apply_overrides({**MEMORY_DEFAULTS, **directives})
+    return config
+
+
 def make_runtime(**overrides):
     """(a NodeRuntime with the default directives and ``overrides``, its
     task.Clock at :data:`T0`)."""
     clock = task.Clock()
     clock.advance(T0)
-    config = Config.defaults()
-    if overrides:
-        config.apply_overrides(overrides)
+    config = memory_config(overrides)
     return NodeRuntime(config, clock, NoPersistence(), lambda: None), clock
 
 
@@ -98,8 +109,7 @@ class Node:
     def __init__(self, workdir, directives, start=True):
         os.makedirs(workdir, exist_ok=True)
         self.dir = str(workdir)
-        self.config = Config.defaults()
-        self.config.apply_overrides({"dir": self.dir, **directives})
+        self.config = memory_config({"dir": self.dir, **directives})
         self.reactor = MemoryReactorClock()
         self.reactor.advance(T0)
         self.service = DisqueNodeService(self.config, reactor=self.reactor, on_shutdown=lambda: None)
