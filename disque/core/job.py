@@ -23,6 +23,7 @@ created in the same millisecond on one node still sort in creation order.
 ``qtime == 0`` means "never queue again" (at-most-once jobs once queued).
 """
 
+import sys
 from operator import attrgetter
 
 # ADDJOB's extensions (docs/extensions.md): JobOptions, kept in JobExtra.opts
@@ -100,11 +101,22 @@ class JobExtra:
             and self.confirmed is None and self.dedup is None
 
 
-def _extra_field(name, default):
+def _via_extra(name, read=None):
+    """The reader of ``job.extra.<name>``: on CPython a C-level
+    ``attrgetter``; on PyPy, whose ``attrgetter`` of a dotted name is
+    Python code (4 to 8 times slower there than a plain function the JIT
+    inlines), ``read``, that function."""
+    if read is not None and sys.implementation.name == "pypy":
+        return read
+    return attrgetter("extra." + name)
+
+
+def _extra_field(name, default, read):
     """A job attribute kept in its ``JobExtra``.  Reading costs one C-level
-    ``attrgetter``; the first write of anything but the default to a job on
-    its queue's shared record gives the job a copy of its own, and writing
-    the default there changes nothing."""
+    ``attrgetter`` (``read`` on PyPy: see :func:`_via_extra`); the first
+    write of anything but the default to a job on its queue's shared record
+    gives the job a copy of its own, and writing the default there changes
+    nothing."""
 
     def set_(job, value):
         extra = job.extra
@@ -114,7 +126,7 @@ def _extra_field(name, default):
             extra = job.extra = extra.copy()
         setattr(extra, name, value)
 
-    return property(attrgetter("extra." + name), set_, doc="JobExtra.%s (default %r)" % (name, default))
+    return property(_via_extra(name, read), set_, doc="JobExtra.%s (default %r)" % (name, default))
 
 
 class Job:
@@ -148,16 +160,19 @@ class Job:
         if delay:
             self.delay = delay
 
-    queue = property(attrgetter("extra.queue"), doc="The queue name (JobExtra.queue; never changes).")
-    repl = property(attrgetter("extra.repl"), doc="REPLICATE (JobExtra.repl; never changes).")
-    retry = property(attrgetter("extra.retry"), doc="RETRY in seconds (JobExtra.retry; never changes).")
-    opts = property(attrgetter("extra.opts"), doc="JobOptions or None (JobExtra.opts; never changes).")
-    delay = _extra_field("delay", 0)
-    nacks = _extra_field("nacks", 0)
-    deliv = _extra_field("deliv", 0)
-    gc_retry = _extra_field("gc_retry", 0)
-    confirmed = _extra_field("confirmed", None)
-    dedup = _extra_field("dedup", None)
+    queue = property(_via_extra("queue", lambda job: job.extra.queue),
+                     doc="The queue name (JobExtra.queue; never changes).")
+    repl = property(_via_extra("repl", lambda job: job.extra.repl), doc="REPLICATE (JobExtra.repl; never changes).")
+    retry = property(_via_extra("retry", lambda job: job.extra.retry),
+                     doc="RETRY in seconds (JobExtra.retry; never changes).")
+    opts = property(_via_extra("opts", lambda job: job.extra.opts),
+                    doc="JobOptions or None (JobExtra.opts; never changes).")
+    delay = _extra_field("delay", 0, lambda job: job.extra.delay)
+    nacks = _extra_field("nacks", 0, lambda job: job.extra.nacks)
+    deliv = _extra_field("deliv", 0, lambda job: job.extra.deliv)
+    gc_retry = _extra_field("gc_retry", 0, lambda job: job.extra.gc_retry)
+    confirmed = _extra_field("confirmed", None, lambda job: job.extra.confirmed)
+    dedup = _extra_field("dedup", None, lambda job: job.extra.dedup)
 
     @property
     def priority(self) -> int:

@@ -15,7 +15,6 @@
 import os
 import random
 from binascii import b2a_base64
-from functools import lru_cache
 from typing import Optional
 
 JOB_ID_LEN = 40
@@ -39,9 +38,20 @@ class JobIdGenerator:
                 + _suffix(ttl, retry > 0))
 
 
-@lru_cache(maxsize=4096)
+_SUFFIXES = {}  # (ttl, at_least_once) -> suffix: a plain dict (PyPy's lru_cache is Python code)
+
+
 def _suffix(ttl: int, at_least_once: bool) -> bytes:
     """The ``-tttt`` suffix: TTL minutes, odd iff at-least-once."""
+    suffix = _SUFFIXES.get((ttl, at_least_once))
+    if suffix is None:
+        if len(_SUFFIXES) >= 4096:
+            _SUFFIXES.clear()
+        suffix = _SUFFIXES[(ttl, at_least_once)] = _make_suffix(ttl, at_least_once)
+    return suffix
+
+
+def _make_suffix(ttl, at_least_once):
     minutes = ttl // 60
     if minutes > 0xFFFF:
         minutes = 0xFFFF

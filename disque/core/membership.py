@@ -107,6 +107,16 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
         me = self.myself
         return sum(1 for n in self.nodes.values() if n is not me and n.leaving and n.reachable)
 
+    def room_for_copies(self) -> int:
+        """``reachable - leaving_peers`` in one pass (every ADDJOB that
+        replicates asks): the peers that may take a new copy."""
+        me = self.myself
+        room = 0
+        for n in self.nodes.values():
+            if n is not me and n.reachable and not n.leaving:
+                room += 1
+        return room
+
     def peers(self):
         return [n for n in self.nodes.values() if n is not self.myself]
 
