@@ -180,24 +180,52 @@ class _Reader:
         return tuple(self.id() for _ in range(self.u16()))
 
     def job(self):
-        job_id = self.id()
-        queue = self.str32()
-        body = self.str32()
-        repl, ctime, etime, delay, retry, nacks, deliv = self.unpack(_JOB_NUMS)
+        """One job record (every REPLJOB, YOURJOBS' records): in one pass
+        over local offsets rather than a method call per field, with the
+        same checks (each length against what is left of the frame)."""
+        data, pos, end = self.data, self.pos, self.end
+        if pos + ID_LEN + 4 > end:
+            raise WireError("truncated frame")
+        job_id = data[pos:pos + ID_LEN]
+        pos += ID_LEN + 4
+        n = _U32.unpack_from(data, pos - 4)[0]
+        queue = data[pos:pos + n]
+        pos += n + 4
+        if pos > end:
+            raise WireError("truncated frame")
+        n = _U32.unpack_from(data, pos - 4)[0]
+        body = data[pos:pos + n]
+        pos += n
+        if pos + _JOB_NUMS.size + 2 > end:
+            raise WireError("truncated frame")
+        repl, ctime, etime, delay, retry, nacks, deliv = _JOB_NUMS.unpack_from(data, pos)
         if not (0 <= delay <= MAX_JOB_SECONDS and 0 <= retry <= MAX_JOB_SECONDS
                 and 0 <= nacks <= MAX_JOB_COUNTER and 0 <= deliv <= MAX_JOB_COUNTER):
             raise WireError("job field out of range")
-        delivered = self.ids()
-        key = self.take(self.u16()) if self.version >= 2 else b""
+        pos += _JOB_NUMS.size + 2
+        n = _U16.unpack_from(data, pos - 2)[0]
+        if pos + n * ID_LEN > end:
+            raise WireError("truncated frame")
+        delivered = tuple([data[i:i + ID_LEN] for i in range(pos, pos + n * ID_LEN, ID_LEN)])
+        pos += n * ID_LEN
+        key = b""
+        if self.version >= 2:
+            if pos + 2 > end:
+                raise WireError("truncated frame")
+            n = _U16.unpack_from(data, pos)[0]
+            pos += 2 + n
+            if pos > end:
+                raise WireError("truncated frame")
+            key = data[pos - n:pos]
         opts = None
         if self.version >= 3:
             try:
-                opts, pos = options.decode(self.data, self.pos)
+                opts, pos = options.decode(data, pos)
             except options.BadOptions as e:
                 raise WireError("job options: %s" % e) from None
-            if pos > self.end:
+            if pos > end:
                 raise WireError("truncated frame")
-            self.pos = pos
+        self.pos = pos
         return messages.JobRecord(job_id, queue, body, repl, ctime, etime, delay, retry, nacks, deliv, delivered, key,
                                   opts)
 
