@@ -27,7 +27,12 @@ and COUNTS (``token`` u32, ``jobs`` u64, ``queued`` u64, ``total`` u32,
 removed, acked, nacked, moved in, moved out: u64 each, paused u8),
 ``http_port`` u16, ``http_tls`` bool, ``http_bind`` str8).
 
-A frame is written in the version its receiver reads: COUNTSASK and
+Version 5 adds GOTJOBS (``ids``: several GOTJOBs in one message) and
+changes nothing else.
+
+A frame is written in the version its receiver reads: GOTJOBS in version
+5 to a peer whose frames carry the ``H_BATCHES`` header flag (and never to
+another), COUNTSASK and
 COUNTS in version 4 to a peer whose frames carry the ``H_COUNTS`` header
 flag (and never to another), job records in version 3 to a peer whose
 frames carry ``H_EXTENSIONS``, everything else in version 2 (job options
@@ -52,7 +57,7 @@ from ..core import options
 from ..core.job import MAX_JOB_COUNTER
 from ..core.limits import MAX_JOB_SECONDS
 
-VERSION = 4
+VERSION = 5
 EXTENSIONS = 3  # the version of job options and NACKDELAY (H_EXTENSIONS)
 OLDEST_PEER = 2  # the version written to a peer that did not announce H_EXTENSIONS
 MAGIC = b"DQ"
@@ -332,6 +337,7 @@ _CODECS = {
     messages.Fail: _one_id(messages.Fail),
     messages.ReplJob: (lambda out, m, v: _put_job(out, m.job, v), lambda r: messages.ReplJob(r.job())),
     messages.GotJob: _one_id(messages.GotJob),
+    messages.GotJobs: (lambda out, m, v: _put_ids(out, m.job_ids), lambda r: messages.GotJobs(r.ids())),
     messages.Enqueue: _one_id(messages.Enqueue),
     messages.WillQueue: _one_id(messages.WillQueue),
     messages.Queued: (lambda out, m, v: (_put_id(out, m.job_id), out.append(_U8.pack(m.counter))),
@@ -355,7 +361,7 @@ _CODECS = {
     messages.Counts: (_put_counts, _get_counts),
 }
 #: Messages that older versions do not know (never written to their nodes).
-FIRST_VERSION = {messages.NackDelay: EXTENSIONS, messages.CountsAsk: 4, messages.Counts: 4}
+FIRST_VERSION = {messages.NackDelay: EXTENSIONS, messages.CountsAsk: 4, messages.Counts: 4, messages.GotJobs: 5}
 _CODE_OF = {cls: code for code, cls in messages.TYPES}
 _CLASS_OF = {code: cls for code, cls in messages.TYPES}
 assert set(_CODECS) == set(_CODE_OF)
@@ -363,7 +369,7 @@ assert set(_CODECS) == set(_CODE_OF)
 
 def encode(header: messages.Header, msg, version: int = VERSION) -> bytes:
     """The frame (without the length prefix) for ``msg`` sent by
-    ``header``, in ``version`` (2 to 4: what the receiver reads)."""
+    ``header``, in ``version`` (2 to 5: what the receiver reads)."""
     cls = type(msg)
     code = _CODE_OF.get(cls)
     if code is None:

@@ -320,7 +320,18 @@ class AddJob:
     # -- Bus messages ------------------------------------------------------------------
 
     def on_gotjob(self, sender, msg) -> None:
-        pending = self._replicating.get(msg.job_id)
+        self._got(sender, msg.job_id)
+
+    def on_gotjobs(self, sender, msg) -> None:
+        """GOTJOBS: a GOTJOB for each ID, in order."""
+        got = self._got
+        for job_id in msg.job_ids:
+            got(sender, job_id)
+
+    def _got(self, sender, job_id) -> None:
+        """``sender`` holds a copy of ``job_id``: once enough do, the job
+        is active and its client answered."""
+        pending = self._replicating.get(job_id)
         if pending is None:
             return
         job = pending.job
@@ -374,4 +385,5 @@ class AddJob:
         self._queues.enqueue_first(job)  # asked by the creator, which keeps no copy
 
     def handlers(self):
-        return {messages.ReplJob: self.on_repljob, messages.GotJob: self.on_gotjob, messages.Enqueue: self.on_enqueue}
+        return {messages.ReplJob: self.on_repljob, messages.GotJob: self.on_gotjob, messages.GotJobs: self.on_gotjobs,
+                messages.Enqueue: self.on_enqueue}

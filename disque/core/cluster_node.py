@@ -44,7 +44,7 @@ class ClusterNode:
 
     __slots__ = ("id", "host", "port", "handshake", "pfail", "fail", "leaving", "ping_sent",
                  "pong_received", "ping_received", "last_ping", "fail_reports", "connected", "created", "meet",
-                 "explicit", "claimed_from", "extensions", "counts")
+                 "explicit", "claimed_from", "extensions", "counts", "batches")
 
     def __init__(self, node_id: bytes, host: bytes = b"", port: int = 0, now: int = 0):
         self.id = node_id
@@ -73,6 +73,9 @@ class ClusterNode:
         # The peer said it reads bus version 4 (H_COUNTS): it answers the
         # cluster view's COUNTSASK; one that did not is never sent one.
         self.counts = False
+        # The peer said it reads bus version 5 (H_BATCHES): the GOTJOBs of
+        # one batch to it may leave as one GOTJOBS (disque.node.effects).
+        self.batches = False
 
     @property
     def reachable(self) -> bool:

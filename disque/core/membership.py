@@ -149,7 +149,7 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
         me = self.myself
         return messages.Header(me.id, me.host, me.port,
                                (messages.H_LEAVING if self.leaving else 0) | messages.H_EXTENSIONS
-                               | messages.H_COUNTS)
+                               | messages.H_COUNTS | messages.H_BATCHES)
 
     # -- sending -----------------------------------------------------------
 
@@ -277,6 +277,7 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
         sender.leaving = bool(header.flags & messages.H_LEAVING)
         sender.extensions = bool(header.flags & messages.H_EXTENSIONS)
         sender.counts = bool(header.flags & messages.H_COUNTS)
+        sender.batches = bool(header.flags & messages.H_BATCHES)
         if kind is messages.Pong:
             sender.ping_sent = 0
             sender.pong_received = now

@@ -10,8 +10,9 @@ each read (a batch) ends with the runtime's ``after_batch``.
 
 Version choice (:meth:`BusHub.frame`): job records go in bus version 3 to
 a peer that announced it reads it, the cluster view's COUNTSASK and COUNTS
-in version 4 to a peer that announced it reads that, everything else in
-version 2, which every node reads (``disque.bus.wire``).  Invariant: a message is encoded
+in version 4 and GOTJOBS in version 5 to a peer that announced it reads
+that, everything else in version 2, which every node reads
+(``disque.bus.wire``).  Invariant: a message is encoded
 once per version and drain round, however many receivers.
 """
 
@@ -28,7 +29,8 @@ log = logger("disque")
 # and those version 4 added.
 _V3_TYPES = frozenset((messages.ReplJob, messages.YourJobs, messages.NackDelay))
 _V4_TYPES = frozenset((messages.CountsAsk, messages.Counts))
-_VERSIONED = _V3_TYPES | _V4_TYPES
+_V5_TYPES = frozenset((messages.GotJobs,))
+_VERSIONED = _V3_TYPES | _V4_TYPES | _V5_TYPES
 
 
 @implementer(IBusHub)
@@ -122,27 +124,38 @@ class BusHub:
 
     # -- frames out: the version choice ----------------------------------------
 
+    def reads_batches(self, node_id) -> bool:
+        """Whether peer ``node_id`` announced bus version 5 (GOTJOBS)."""
+        peer = self.node.cluster.nodes.get(node_id)
+        return peer is not None and peer.batches
+
     def new_round(self):
         """A drain round begins: the frames of the last one are forgotten."""
         self._frames = {}
 
-    def frame(self, msg, node_id):
+    def frame(self, msg, node_id, cached=True):
         """``msg`` encoded for peer ``node_id`` (once per version and
         drain round, however many receivers): job records in bus version 3
         to a peer that announced it reads it, COUNTSASK and COUNTS in
-        version 4 to a peer that announced that, everything else in
-        version 2, which every node reads (bus/wire.py).  None for a message the peer
-        cannot read (the core does not send them to such peers: a guard)."""
+        version 4 and GOTJOBS in version 5 to a peer that announced that,
+        everything else in version 2, which every node reads (bus/wire.py).  None for a message the peer
+        cannot read (the core does not send them to such peers: a guard).
+        ``cached`` False: a message made for one receiver and dropped at
+        once (the cache is keyed by ``id(msg)``, which only a message kept
+        alive for the whole round keeps to itself)."""
         version = wire.OLDEST_PEER
         kind = type(msg)
         if kind in _VERSIONED and node_id is not None:
             peer = self.node.cluster.nodes.get(node_id)
-            if peer is not None and (peer.counts if kind in _V4_TYPES else peer.extensions):
+            if peer is not None and (peer.batches if kind in _V5_TYPES else
+                                     peer.counts if kind in _V4_TYPES else peer.extensions):
                 version = wire.FIRST_VERSION.get(kind, wire.EXTENSIONS)
             elif kind in wire.FIRST_VERSION:
                 log.warn("not sending {kind} to {node}: it runs an older bus version",
                          kind=kind.__name__, node=node_id[:8].decode("ascii", "replace"))
                 return None
+        if not cached:
+            return wire.encode(self.node.cluster.header(), msg, version)
         key = (id(msg), version)
         frames = self._frames
         frame = frames.get(key)

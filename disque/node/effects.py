@@ -11,11 +11,15 @@ written first, then every kept output leaves, one write per connection.
 Invariants: no reply or bus frame leaves before the records of its turn are
 as durable as ``appendfsync`` promises; a connection with kept output is in
 ``pending_output`` or in ``held_output``, exactly once; a bus message is
-encoded once per drain round and bus version, however many receivers.
+encoded once per drain round and bus version, however many receivers; the
+GOTJOBs of one drain to a peer that reads bus version 5 leave as one
+GOTJOBS, in their place among that peer's messages (before any other
+message to it, and before any link changes).
 This is the request path: keep it cheap (docs/benchmarks.md).
 """
 
 from ..core.effects import execute
+from ..core.messages import GotJob, GotJobs
 from ..io.log_limit import LogLimit
 from ..io.logs import logger
 
@@ -25,6 +29,9 @@ log = logger("disque")
 #: turn leaves without waiting for the turn's end: a turn that serves many
 #: pipelined clients must not hold back the replicas' and clients' work.
 MAX_TURN_MS = 1
+
+#: The most GOTJOBs one GOTJOBS frame carries (the wire's ``ids`` count is a u16).
+MAX_GOTJOBS = 4096
 
 
 class Effects:
@@ -56,6 +63,9 @@ class Effects:
         self._turn = None  # the pending end of turn: True (before_sleep) or the delayed call
         self._turn_started = 0  # node time of the turn's first batch (or last early flush)
         self.notice_limit = LogLimit(runtime.reactor.seconds)  # the core's notices with a key: a line a minute per key
+        # node id -> [job id, ...]: GOTJOBs of this drain for a peer that
+        # reads GOTJOBS (a replica confirms a whole read of REPLJOBs at once).
+        self._gotjobs = {}
 
     def drain(self):
         """Execute the core's effects, and those they cause, in order."""
@@ -66,6 +76,8 @@ class Effects:
             outbox.clear()
             bus.new_round()  # one encoding per message, however many receivers
             execute(effects, self)
+        if self._gotjobs:
+            self._send_gotjobs()
 
     # The effect executor (disque.core.effects.execute).
 
@@ -79,19 +91,50 @@ class Effects:
     def on_send(self, effect):
         links = self.runtime.links
         if links is not None:
-            frame = self.bus.frame(effect.message, effect.node_id)
+            msg, node_id = effect.message, effect.node_id
+            gotjobs = self._gotjobs
+            if type(msg) is GotJob and self.bus.reads_batches(node_id):
+                ids = gotjobs.get(node_id)
+                if ids is None:
+                    gotjobs[node_id] = [msg.job_id]
+                else:
+                    ids.append(msg.job_id)
+                return
+            if node_id in gotjobs:  # what was confirmed before goes first
+                self._send_gotjobs(node_id)
+            frame = self.bus.frame(msg, node_id)
             if frame is not None:
-                links.send(effect.node_id, frame)
+                links.send(node_id, frame)
+
+    def _send_gotjobs(self, only=None):
+        """Send the GOTJOBs kept for peer ``only`` (every peer: None), one
+        GOTJOBS frame per peer (a GOTJOB for a single one)."""
+        links = self.runtime.links
+        gotjobs = self._gotjobs
+        for node_id in [only] if only is not None else list(gotjobs):
+            ids = gotjobs.pop(node_id)
+            while ids:
+                head, ids = ids[:MAX_GOTJOBS], ids[MAX_GOTJOBS:]
+                msg = GotJob(head[0]) if len(head) == 1 else GotJobs(tuple(head))
+                frame = self.bus.frame(msg, node_id, cached=False)
+                if frame is not None and links is not None:
+                    links.send(node_id, frame)
 
     def on_send_link(self, effect):
+        if self._gotjobs:
+            self._send_gotjobs()
         effect.link.send_frame(self.bus.frame(effect.message, getattr(effect.link, "node_id", None)))
 
     def on_link(self, effect):
+        if self._gotjobs:
+            self._send_gotjobs()
         links = self.runtime.links
         if links is not None:
             links.ensure(effect.node_id, effect.host, effect.port)
 
     def on_unlink(self, effect):
+        if self._gotjobs:
+            self._send_gotjobs()
         links = self.runtime.links
         if links is not None:
             links.drop(effect.node_id)
@@ -106,6 +149,8 @@ class Effects:
                      more=" (%d more like it not logged in the last minute)" % folded if folded else "")
 
     def on_rekey(self, effect):
+        if self._gotjobs:
+            self._send_gotjobs()
         links = self.runtime.links
         if links is not None:
             links.rekey(effect.old, effect.new)

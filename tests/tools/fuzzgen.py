@@ -433,6 +433,8 @@ class BusGen(_Generator):
             return cls(self.job(hostile))
         if cls is messages.YourJobs:
             return cls(tuple(self.job(hostile) for _ in range(rng.randint(0, 4))))
+        if cls is messages.GotJobs:
+            return cls(tuple(v.job_id() if hostile else self.job(False).id for _ in range(rng.randint(0, 4))))
         if cls is messages.Queued:
             return cls(v.job_id() if hostile else self.job(False).id, rng.randint(0, messages.COUNT_NACK))
         if cls is messages.SetAck:

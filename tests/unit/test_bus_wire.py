@@ -35,6 +35,7 @@ queue_counts = st.builds(messages.QueueCount, small, u64, u64, u64, u64, u64, u6
 MESSAGES = st.one_of(
     st.builds(messages.Meet, gossips), st.builds(messages.Ping, gossips), st.builds(messages.Pong, gossips),
     st.builds(messages.Fail, ids), st.builds(messages.ReplJob, jobs), st.builds(messages.GotJob, ids),
+    st.builds(messages.GotJobs, st.lists(ids, max_size=5).map(tuple)),
     st.builds(messages.Enqueue, ids), st.builds(messages.WillQueue, ids),
     st.builds(messages.Queued, ids, st.integers(0, 2)), st.builds(messages.Working, ids),
     st.builds(messages.SetAck, ids, u32), st.builds(messages.GotAck, ids, st.booleans()),
@@ -141,6 +142,11 @@ def test_version_2_frames_are_what_nodes_of_the_previous_version_read(header, ms
             with pytest.raises(wire.WireError, match="version 4"):
                 wire.encode(header, msg, version)
         return
+    if isinstance(msg, messages.GotJobs):
+        for version in (2, 3, 4):
+            with pytest.raises(wire.WireError, match="version 5"):
+                wire.encode(header, msg, version)
+        return
     old = wire.encode(header, msg, 2)
     assert old[2] == 2 and wire.decode(old) == (header, msg)
     new = wire.encode(header, msg, 3)
@@ -164,11 +170,31 @@ def test_version_3_frames_are_what_nodes_of_the_previous_version_read():
         assert v3[2] == 3 and v4[2] == 4 and v3[3:] == v4[3:]
     for msg in (messages.CountsAsk(1, 10, b"", True, ()),
                 messages.Counts(1, 2, 3, 4, 4, (messages.QueueCount(b"q", 1, 2, 3, 4, 5, 6, 7, 1),), 7790, False, b"")):
-        frame = bytearray(wire.encode(header, msg))
+        frame = bytearray(wire.encode(header, msg, 4))
         assert frame[2] == 4 and wire.decode(bytes(frame))[1] == msg
         frame[2] = 3
         with pytest.raises(wire.WireError, match="unknown message type"):
             wire.decode(bytes(frame))
+
+
+def test_version_4_frames_are_what_nodes_of_the_previous_version_read():
+    """Version 5 added GOTJOBS and changed nothing else: a version 4 frame
+    of any other message is the same bytes but for the version byte, and
+    a GOTJOBS frame in version 4 is garbage to a node of this version, as
+    it is to one of the previous."""
+    header = messages.Header(b"a" * 40, b"", 7711, 0)
+    job = messages.JobRecord(b"D-" + b"a" * 38, b"q", b"body", 1, 0, 0, 0, 0, 0, 0, (), b"", options.make(priority=7))
+    for msg in (messages.ReplJob(job), messages.GotJob(b"b" * 40), messages.CountsAsk(1, 10, b"", True, ())):
+        v4, v5 = wire.encode(header, msg, 4), wire.encode(header, msg, 5)
+        assert v4[2] == 4 and v5[2] == 5 and v4[3:] == v5[3:]
+    msg = messages.GotJobs((b"b" * 40, b"c" * 40))
+    frame = bytearray(wire.encode(header, msg))
+    assert frame[2] == 5 and wire.decode(bytes(frame))[1] == msg
+    with pytest.raises(wire.WireError, match="needs bus version 5"):
+        wire.encode(header, msg, 4)
+    frame[2] = 4
+    with pytest.raises(wire.WireError, match="unknown message type"):
+        wire.decode(bytes(frame))
 
 
 def test_counts_and_patterns_are_bounded():
