@@ -28,7 +28,9 @@ log = logger("disque")
 #: With ``output-flush turn``, output kept for this long (ms) in one reactor
 #: turn leaves without waiting for the turn's end: a turn that serves many
 #: pipelined clients must not hold back the replicas' and clients' work.
-MAX_TURN_MS = 1
+#: (1 ms cost a CPython node replicating every job 18% more CPU per job than
+#: 5 ms, with no gain in latency: docs/benchmarks.md.)
+MAX_TURN_MS = 5
 
 #: The most GOTJOBs one GOTJOBS frame carries (the wire's ``ids`` count is a u16).
 MAX_GOTJOBS = 4096
