@@ -28,11 +28,12 @@ removed, acked, nacked, moved in, moved out: u64 each, paused u8),
 ``http_port`` u16, ``http_tls`` bool, ``http_bind`` str8).
 
 Version 5 adds GOTJOBS (``ids``: several GOTJOBs in one message) and
-changes nothing else.
+REPLJOBS (``jobs``: several REPLJOBs in one message) and changes nothing
+else.
 
-A frame is written in the version its receiver reads: GOTJOBS in version
-5 to a peer whose frames carry the ``H_BATCHES`` header flag (and never to
-another), COUNTSASK and
+A frame is written in the version its receiver reads: GOTJOBS and REPLJOBS
+in version 5 to a peer whose frames carry the ``H_BATCHES`` header flag
+(and never to another), COUNTSASK and
 COUNTS in version 4 to a peer whose frames carry the ``H_COUNTS`` header
 flag (and never to another), job records in version 3 to a peer whose
 frames carry ``H_EXTENSIONS``, everything else in version 2 (job options
@@ -58,6 +59,7 @@ from ..core.job import MAX_JOB_COUNTER
 from ..core.limits import MAX_JOB_SECONDS
 
 VERSION = 5
+BATCHES = 5  # the version of REPLJOBS and GOTJOBS (H_BATCHES)
 EXTENSIONS = 3  # the version of job options and NACKDELAY (H_EXTENSIONS)
 OLDEST_PEER = 2  # the version written to a peer that did not announce H_EXTENSIONS
 MAGIC = b"DQ"
@@ -275,11 +277,13 @@ def _put_jobs(out, jobs, version):
         _put_job(out, j, version)
 
 
-def _get_jobs(r):
-    n = r.u32()
-    if n > MAX_JOBS:
-        raise WireError("too many jobs")
-    return messages.YourJobs(tuple(r.job() for _ in range(n)))
+def _get_jobs(cls):
+    def get(r):
+        n = r.u32()
+        if n > MAX_JOBS:
+            raise WireError("too many jobs")
+        return cls(tuple(r.job() for _ in range(n)))
+    return get
 
 
 def _put_ask(out, m, version):
@@ -351,7 +355,8 @@ _CODECS = {
                       lambda r: messages.DelJob(r.id(), r.bool() if r.version >= 2 else False)),
     messages.NeedJobs: (lambda out, m, v: (_put_str32(out, m.queue), out.append(_U32.pack(m.count))),
                         lambda r: messages.NeedJobs(r.str32(), r.u32())),
-    messages.YourJobs: (lambda out, m, v: _put_jobs(out, m.jobs, v), _get_jobs),
+    messages.YourJobs: (lambda out, m, v: _put_jobs(out, m.jobs, v), _get_jobs(messages.YourJobs)),
+    messages.ReplJobs: (lambda out, m, v: _put_jobs(out, m.jobs, v), _get_jobs(messages.ReplJobs)),
     messages.NackDelay: (lambda out, m, v: (_put_id(out, m.job_id), out.append(_U64.pack(m.until)),
                                             out.append(_U8.pack(1 if m.count else 0))),
                          lambda r: messages.NackDelay(r.id(), r.unpack(_U64)[0], r.bool())),
@@ -361,7 +366,8 @@ _CODECS = {
     messages.Counts: (_put_counts, _get_counts),
 }
 #: Messages that older versions do not know (never written to their nodes).
-FIRST_VERSION = {messages.NackDelay: EXTENSIONS, messages.CountsAsk: 4, messages.Counts: 4, messages.GotJobs: 5}
+FIRST_VERSION = {messages.NackDelay: EXTENSIONS, messages.CountsAsk: 4, messages.Counts: 4,
+                 messages.GotJobs: BATCHES, messages.ReplJobs: BATCHES}
 _CODE_OF = {cls: code for code, cls in messages.TYPES}
 _CLASS_OF = {code: cls for code, cls in messages.TYPES}
 assert set(_CODECS) == set(_CODE_OF)
@@ -386,6 +392,27 @@ def encode(header: messages.Header, msg, version: int = VERSION) -> bytes:
            header.host]
     _CODECS[cls][0](out, msg, version)
     return b"".join(out)
+
+
+def job_record(record: messages.JobRecord, version: int = VERSION) -> bytes:
+    """One job record as REPLJOB, REPLJOBS and YOURJOBS carry it in
+    ``version``: for :func:`encode_repljobs`, which joins records encoded
+    once for several receivers."""
+    out = []
+    _put_job(out, record, version)
+    return b"".join(out)
+
+
+def encode_repljobs(header: messages.Header, records) -> bytes:
+    """The REPLJOBS frame (version 5) of ``records``, job records already
+    encoded by :func:`job_record` in version 5: the same bytes as
+    ``encode(header, ReplJobs(...), 5)``."""
+    if len(records) > MAX_JOBS:
+        raise WireError("too many jobs")
+    if len(header.sender) != ID_LEN or len(header.host) > 255:
+        raise WireError("bad header")
+    return b"".join([_PREAMBLE.pack(MAGIC, BATCHES, _CODE_OF[messages.ReplJobs], header.sender, header.port,
+                                    header.flags, len(header.host)), header.host, _U32.pack(len(records))] + records)
 
 
 def decode(frame: bytes):

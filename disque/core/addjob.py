@@ -357,9 +357,17 @@ class AddJob:
             self._jobs.unregister(job)
 
     def on_repljob(self, sender, msg) -> None:
+        self._copy(sender, msg.job)
+
+    def on_repljobs(self, sender, msg) -> None:
+        """REPLJOBS: a REPLJOB for each record, in order."""
+        copy = self._copy
+        for rec in msg.jobs:
+            copy(sender, rec)
+
+    def _copy(self, sender, rec) -> None:
         """A copy to keep: register it ACTIVE with its own requeue time
         (after DELAY + RETRY) and confirm with GOTJOB."""
-        rec = msg.job
         jobs = self._jobs
         job = jobs.get(rec.id)
         if job is not None:
@@ -385,5 +393,5 @@ class AddJob:
         self._queues.enqueue_first(job)  # asked by the creator, which keeps no copy
 
     def handlers(self):
-        return {messages.ReplJob: self.on_repljob, messages.GotJob: self.on_gotjob, messages.GotJobs: self.on_gotjobs,
-                messages.Enqueue: self.on_enqueue}
+        return {messages.ReplJob: self.on_repljob, messages.ReplJobs: self.on_repljobs, messages.GotJob: self.on_gotjob,
+                messages.GotJobs: self.on_gotjobs, messages.Enqueue: self.on_enqueue}

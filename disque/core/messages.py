@@ -18,7 +18,7 @@ from typing import NamedTuple
 H_LEAVING = 1  # the sender is leaving the cluster
 H_EXTENSIONS = 2  # the sender reads bus version 3: job options, NACKDELAY (docs/extensions.md)
 H_COUNTS = 4  # the sender reads bus version 4: COUNTSASK, COUNTS (the dashboard's cluster view)
-H_BATCHES = 8  # the sender reads bus version 5: GOTJOBS (many GOTJOBs in one message)
+H_BATCHES = 8  # the sender reads bus version 5: REPLJOBS and GOTJOBS (many in one message)
 
 # Gossip entry flags
 G_PFAIL = 1  # the sender did not hear from that node within the timeout
@@ -85,6 +85,15 @@ class ReplJob(NamedTuple):
 
 class GotJob(NamedTuple):
     job_id: bytes
+
+
+class ReplJobs(NamedTuple):
+    """Several REPLJOBs to one node in one message: what the bus adapter
+    sends for the REPLJOBs of one reactor turn to a peer that reads bus
+    version 5 (``H_BATCHES``); the core never makes one, and takes it as a
+    REPLJOB for each record, in order."""
+
+    jobs: tuple  # of JobRecord
 
 
 class GotJobs(NamedTuple):
@@ -217,7 +226,7 @@ class Counts(NamedTuple):
 TYPES = (
     (1, Meet), (2, Ping), (3, Pong), (4, Fail),
     (10, ReplJob), (11, GotJob), (12, Enqueue), (13, WillQueue), (14, Queued), (15, Working), (16, NackDelay),
-    (17, GotJobs),
+    (17, GotJobs), (18, ReplJobs),
     (20, SetAck), (21, GotAck), (22, DelJob),
     (30, NeedJobs), (31, YourJobs), (32, Pause),
     (40, CountsAsk), (41, Counts),

@@ -10,7 +10,7 @@ each read (a batch) ends with the runtime's ``after_batch``.
 
 Version choice (:meth:`BusHub.frame`): job records go in bus version 3 to
 a peer that announced it reads it, the cluster view's COUNTSASK and COUNTS
-in version 4 and GOTJOBS in version 5 to a peer that announced it reads
+in version 4 and REPLJOBS and GOTJOBS in version 5 to a peer that announced it reads
 that, everything else in version 2, which every node reads
 (``disque.bus.wire``).  Invariant: a message is encoded
 once per version and drain round, however many receivers.
@@ -29,7 +29,7 @@ log = logger("disque")
 # and those version 4 added.
 _V3_TYPES = frozenset((messages.ReplJob, messages.YourJobs, messages.NackDelay))
 _V4_TYPES = frozenset((messages.CountsAsk, messages.Counts))
-_V5_TYPES = frozenset((messages.GotJobs,))
+_V5_TYPES = frozenset((messages.GotJobs, messages.ReplJobs))
 _VERSIONED = _V3_TYPES | _V4_TYPES | _V5_TYPES
 
 
@@ -125,9 +125,23 @@ class BusHub:
     # -- frames out: the version choice ----------------------------------------
 
     def reads_batches(self, node_id) -> bool:
-        """Whether peer ``node_id`` announced bus version 5 (GOTJOBS)."""
+        """Whether peer ``node_id`` announced bus version 5 (REPLJOBS, GOTJOBS)."""
         peer = self.node.cluster.nodes.get(node_id)
         return peer is not None and peer.batches
+
+    def repljobs_frame(self, msgs, records) -> bytes:
+        """One REPLJOBS frame of the REPLJOB messages ``msgs`` (for a peer
+        that reads bus version 5).  ``records``: the job records encoded
+        so far, by ``id`` of their message, kept by the caller while every
+        message of ``msgs`` lives: a REPLJOB to two replicas is encoded
+        once."""
+        parts = []
+        for msg in msgs:
+            part = records.get(id(msg))
+            if part is None:
+                part = records[id(msg)] = wire.job_record(msg.job, wire.BATCHES)
+            parts.append(part)
+        return wire.encode_repljobs(self.node.cluster.header(), parts)
 
     def new_round(self):
         """A drain round begins: the frames of the last one are forgotten."""
@@ -137,7 +151,7 @@ class BusHub:
         """``msg`` encoded for peer ``node_id`` (once per version and
         drain round, however many receivers): job records in bus version 3
         to a peer that announced it reads it, COUNTSASK and COUNTS in
-        version 4 and GOTJOBS in version 5 to a peer that announced that,
+        version 4 and GOTJOBS and REPLJOBS in version 5 to a peer that announced that,
         everything else in version 2, which every node reads (bus/wire.py).  None for a message the peer
         cannot read (the core does not send them to such peers: a guard).
         ``cached`` False: a message made for one receiver and dropped at

@@ -12,14 +12,14 @@ Invariants: no reply or bus frame leaves before the records of its turn are
 as durable as ``appendfsync`` promises; a connection with kept output is in
 ``pending_output`` or in ``held_output``, exactly once; a bus message is
 encoded once per drain round and bus version, however many receivers; the
-GOTJOBs of one drain to a peer that reads bus version 5 leave as one
-GOTJOBS, in their place among that peer's messages (before any other
-message to it, and before any link changes).
+REPLJOBs and GOTJOBs of one turn to a peer that reads bus version 5 leave
+as REPLJOBS and GOTJOBS, in their place among that peer's messages (before
+any other message to it, before any link changes, and at the turn's end).
 This is the request path: keep it cheap (docs/benchmarks.md).
 """
 
 from ..core.effects import execute
-from ..core.messages import GotJob, GotJobs
+from ..core.messages import GotJob, GotJobs, ReplJob
 from ..io.log_limit import LogLimit
 from ..io.logs import logger
 
@@ -32,8 +32,11 @@ log = logger("disque")
 #: 5 ms, with no gain in latency: docs/benchmarks.md.)
 MAX_TURN_MS = 5
 
-#: The most GOTJOBs one GOTJOBS frame carries (the wire's ``ids`` count is a u16).
-MAX_GOTJOBS = 4096
+#: The most REPLJOBs or GOTJOBs one REPLJOBS or GOTJOBS frame carries (the
+#: wire's ``ids`` count is a u16), and about the most job body bytes of one
+#: REPLJOBS (a longer run starts another frame).
+MAX_BATCH = 4096
+MAX_BATCH_BYTES = 1024 * 1024
 
 
 class Effects:
@@ -65,9 +68,11 @@ class Effects:
         self._turn = None  # the pending end of turn: True (before_sleep) or the delayed call
         self._turn_started = 0  # node time of the turn's first batch (or last early flush)
         self.notice_limit = LogLimit(runtime.reactor.seconds)  # the core's notices with a key: a line a minute per key
-        # node id -> [job id, ...]: GOTJOBs of this drain for a peer that
-        # reads GOTJOBS (a replica confirms a whole read of REPLJOBs at once).
-        self._gotjobs = {}
+        # node id -> [ReplJob or GotJob, ...]: the REPLJOBs and GOTJOBs of
+        # this turn for a peer that reads bus version 5, sent at the turn's
+        # end as REPLJOBS and GOTJOBS (disque.bus.wire), or before anything
+        # else is sent to that peer or a link changes.
+        self._batched = {}
 
     def drain(self):
         """Execute the core's effects, and those they cause, in order."""
@@ -78,8 +83,6 @@ class Effects:
             outbox.clear()
             bus.new_round()  # one encoding per message, however many receivers
             execute(effects, self)
-        if self._gotjobs:
-            self._send_gotjobs()
 
     # The effect executor (disque.core.effects.execute).
 
@@ -94,49 +97,66 @@ class Effects:
         links = self.runtime.links
         if links is not None:
             msg, node_id = effect.message, effect.node_id
-            gotjobs = self._gotjobs
-            if type(msg) is GotJob and self.bus.reads_batches(node_id):
-                ids = gotjobs.get(node_id)
-                if ids is None:
-                    gotjobs[node_id] = [msg.job_id]
+            batched = self._batched
+            kind = type(msg)
+            if (kind is ReplJob or kind is GotJob) and self.bus.reads_batches(node_id):
+                kept = batched.get(node_id)
+                if kept is None:
+                    batched[node_id] = [msg]
                 else:
-                    ids.append(msg.job_id)
+                    kept.append(msg)
                 return
-            if node_id in gotjobs:  # what was confirmed before goes first
-                self._send_gotjobs(node_id)
+            if node_id in batched:  # what was kept for it goes first
+                self._send_batched(node_id)
             frame = self.bus.frame(msg, node_id)
             if frame is not None:
                 links.send(node_id, frame)
 
-    def _send_gotjobs(self, only=None):
-        """Send the GOTJOBs kept for peer ``only`` (every peer: None), one
-        GOTJOBS frame per peer (a GOTJOB for a single one)."""
+    def _send_batched(self, only=None):
+        """Send the REPLJOBs and GOTJOBs kept for peer ``only`` (every
+        peer: None), in order: each run of one kind as one REPLJOBS or
+        GOTJOBS frame (at most ``MAX_BATCH`` messages and about
+        ``MAX_BATCH_BYTES``), a run of one as itself."""
         links = self.runtime.links
-        gotjobs = self._gotjobs
-        for node_id in [only] if only is not None else list(gotjobs):
-            ids = gotjobs.pop(node_id)
-            while ids:
-                head, ids = ids[:MAX_GOTJOBS], ids[MAX_GOTJOBS:]
-                msg = GotJob(head[0]) if len(head) == 1 else GotJobs(tuple(head))
-                frame = self.bus.frame(msg, node_id, cached=False)
+        batched = self._batched
+        bus = self.bus
+        records = {}  # id(REPLJOB) -> its encoded record: once for every replica
+        for node_id in [only] if only is not None else list(batched):
+            kept = batched.pop(node_id)
+            i, n = 0, len(kept)
+            while i < n:
+                kind = type(kept[i])
+                j = i + 1
+                size = len(kept[i].job.body) if kind is ReplJob else 0
+                while j < n and type(kept[j]) is kind and j - i < MAX_BATCH and size < MAX_BATCH_BYTES:
+                    if kind is ReplJob:
+                        size += len(kept[j].job.body)
+                    j += 1
+                if j - i == 1:
+                    frame = bus.frame(kept[i], node_id)  # (kept alive: its cached frame is its own)
+                elif kind is GotJob:
+                    frame = bus.frame(GotJobs(tuple([m.job_id for m in kept[i:j]])), node_id, cached=False)
+                else:
+                    frame = bus.repljobs_frame(kept[i:j], records)
+                i = j
                 if frame is not None and links is not None:
                     links.send(node_id, frame)
 
     def on_send_link(self, effect):
-        if self._gotjobs:
-            self._send_gotjobs()
+        if self._batched:
+            self._send_batched()
         effect.link.send_frame(self.bus.frame(effect.message, getattr(effect.link, "node_id", None)))
 
     def on_link(self, effect):
-        if self._gotjobs:
-            self._send_gotjobs()
+        if self._batched:
+            self._send_batched()
         links = self.runtime.links
         if links is not None:
             links.ensure(effect.node_id, effect.host, effect.port)
 
     def on_unlink(self, effect):
-        if self._gotjobs:
-            self._send_gotjobs()
+        if self._batched:
+            self._send_batched()
         links = self.runtime.links
         if links is not None:
             links.drop(effect.node_id)
@@ -151,8 +171,8 @@ class Effects:
                      more=" (%d more like it not logged in the last minute)" % folded if folded else "")
 
     def on_rekey(self, effect):
-        if self._gotjobs:
-            self._send_gotjobs()
+        if self._batched:
+            self._send_batched()
         links = self.runtime.links
         if links is not None:
             links.rekey(effect.old, effect.new)
@@ -202,6 +222,8 @@ class Effects:
         that follows on the same connections, until a later flush (every
         tick retries) gets them on disk.  Turns that gave the AOF nothing
         (the -MISCONF replies, reads) still answer."""
+        if self._batched:  # into the links' output, which leaves below
+            self._send_batched()
         durable = self.persistence.flush() is not False
         persisted, self.persisted = self.persisted, False
         if durable:

@@ -433,6 +433,8 @@ class BusGen(_Generator):
             return cls(self.job(hostile))
         if cls is messages.YourJobs:
             return cls(tuple(self.job(hostile) for _ in range(rng.randint(0, 4))))
+        if cls is messages.ReplJobs:
+            return cls(tuple(self.job(hostile) for _ in range(rng.randint(0, 4))))
         if cls is messages.GotJobs:
             return cls(tuple(v.job_id() if hostile else self.job(False).id for _ in range(rng.randint(0, 4))))
         if cls is messages.Queued:
@@ -476,7 +478,8 @@ class BusGen(_Generator):
 
     def _hostile(self):
         header, msg, frame = self._frame(True)
-        jobs = (msg.job,) if type(msg) is messages.ReplJob else msg.jobs if type(msg) is messages.YourJobs else ()
+        jobs = (msg.job,) if type(msg) is messages.ReplJob else \
+            msg.jobs if type(msg) in (messages.YourJobs, messages.ReplJobs) else ()
         if not all(_job_in_range(j) for j in jobs):
             return "hostile", frame, None  # decode refuses what ADDJOB would not make
         return "hostile", frame, (header, msg)

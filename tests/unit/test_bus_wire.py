@@ -36,6 +36,7 @@ MESSAGES = st.one_of(
     st.builds(messages.Meet, gossips), st.builds(messages.Ping, gossips), st.builds(messages.Pong, gossips),
     st.builds(messages.Fail, ids), st.builds(messages.ReplJob, jobs), st.builds(messages.GotJob, ids),
     st.builds(messages.GotJobs, st.lists(ids, max_size=5).map(tuple)),
+    st.builds(messages.ReplJobs, st.lists(jobs, max_size=3).map(tuple)),
     st.builds(messages.Enqueue, ids), st.builds(messages.WillQueue, ids),
     st.builds(messages.Queued, ids, st.integers(0, 2)), st.builds(messages.Working, ids),
     st.builds(messages.SetAck, ids, u32), st.builds(messages.GotAck, ids, st.booleans()),
@@ -142,7 +143,7 @@ def test_version_2_frames_are_what_nodes_of_the_previous_version_read(header, ms
             with pytest.raises(wire.WireError, match="version 4"):
                 wire.encode(header, msg, version)
         return
-    if isinstance(msg, messages.GotJobs):
+    if isinstance(msg, (messages.GotJobs, messages.ReplJobs)):
         for version in (2, 3, 4):
             with pytest.raises(wire.WireError, match="version 5"):
                 wire.encode(header, msg, version)
@@ -178,23 +179,23 @@ def test_version_3_frames_are_what_nodes_of_the_previous_version_read():
 
 
 def test_version_4_frames_are_what_nodes_of_the_previous_version_read():
-    """Version 5 added GOTJOBS and changed nothing else: a version 4 frame
-    of any other message is the same bytes but for the version byte, and
-    a GOTJOBS frame in version 4 is garbage to a node of this version, as
-    it is to one of the previous."""
+    """Version 5 added GOTJOBS and REPLJOBS and changed nothing else: a
+    version 4 frame of any other message is the same bytes but for the
+    version byte, and a frame of the new types in version 4 is garbage to
+    a node of this version, as it is to one of the previous."""
     header = messages.Header(b"a" * 40, b"", 7711, 0)
     job = messages.JobRecord(b"D-" + b"a" * 38, b"q", b"body", 1, 0, 0, 0, 0, 0, 0, (), b"", options.make(priority=7))
     for msg in (messages.ReplJob(job), messages.GotJob(b"b" * 40), messages.CountsAsk(1, 10, b"", True, ())):
         v4, v5 = wire.encode(header, msg, 4), wire.encode(header, msg, 5)
         assert v4[2] == 4 and v5[2] == 5 and v4[3:] == v5[3:]
-    msg = messages.GotJobs((b"b" * 40, b"c" * 40))
-    frame = bytearray(wire.encode(header, msg))
-    assert frame[2] == 5 and wire.decode(bytes(frame))[1] == msg
-    with pytest.raises(wire.WireError, match="needs bus version 5"):
-        wire.encode(header, msg, 4)
-    frame[2] = 4
-    with pytest.raises(wire.WireError, match="unknown message type"):
-        wire.decode(bytes(frame))
+    for msg in (messages.GotJobs((b"b" * 40, b"c" * 40)), messages.ReplJobs((job, job._replace(id=b"D-" + b"b" * 38)))):
+        frame = bytearray(wire.encode(header, msg))
+        assert frame[2] == 5 and wire.decode(bytes(frame))[1] == msg
+        with pytest.raises(wire.WireError, match="needs bus version 5"):
+            wire.encode(header, msg, 4)
+        frame[2] = 4
+        with pytest.raises(wire.WireError, match="unknown message type"):
+            wire.decode(bytes(frame))
 
 
 def test_counts_and_patterns_are_bounded():
