@@ -114,22 +114,34 @@ def _put_ids(out, values):
 
 
 def _put_job(out, job, version):
-    _put_id(out, job.id)
-    _put_str32(out, job.queue)
-    _put_str32(out, job.body)
-    out.append(_JOB_NUMS.pack(job.repl, job.ctime, job.etime, job.delay, job.retry, job.nacks, job.deliv))
-    _put_ids(out, job.delivered)
-    key = job.dedup
+    """One job record (REPLJOB, REPLJOBS, YOURJOBS): every field checked
+    as its own encoder would, appended in one ``extend``."""
+    job_id, queue, body, delivered, key = job.id, job.queue, job.body, job.delivered, job.dedup
+    if len(job_id) != ID_LEN:
+        raise WireError("bad id length %d" % len(job_id))
+    if len(delivered) > MAX_IDS:
+        raise WireError("too many ids")
+    for node_id in delivered:
+        if len(node_id) != ID_LEN:
+            raise WireError("bad id length %d" % len(node_id))
     if len(key) > 65535:
         raise WireError("dedup key too long")
+    out.extend((job_id, _U32.pack(len(queue)), queue, _U32.pack(len(body)), body,
+                _JOB_NUMS.pack(job.repl, job.ctime, job.etime, job.delay, job.retry, job.nacks, job.deliv),
+                _U16.pack(len(delivered))))
+    out.extend(delivered)
     out.append(_U16.pack(len(key)))
     out.append(key)
+    opts = job.opts
     if version >= 3:
+        if opts is None:
+            out.append(b"\x00")  # options.encode(None)
+            return
         try:
-            out.append(options.encode(job.opts))
+            out.append(options.encode(opts))
         except (options.BadOptions, struct.error) as e:
             raise WireError("job options: %s" % e) from None
-    elif job.opts is not None:  # (the core never hands such a job to an older peer)
+    elif opts is not None:  # (the core never hands such a job to an older peer)
         raise WireError("job options need bus version 3")
 
 
