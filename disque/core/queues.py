@@ -15,13 +15,18 @@ Invariants:
   may serve them (not paused out); :meth:`GetJob.serve_ready` empties it.
 """
 
-from weakref import WeakValueDictionary
+from weakref import WeakValueDictionary, ref
 
 from .deadletter import is_due
 from .job import ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, F_NACK_DELAYED, JobExtra, QUEUED
 from . import messages
 from .queue import PAUSED_OUT, QUEUE_MAX_IDLE, Queue
 from .table import BucketedDict
+
+
+def _DEAD():
+    """A weak reference whose object is gone (Queues._recent when empty)."""
+    return None
 
 
 class Queues:
@@ -36,6 +41,12 @@ class Queues:
         # (name, repl, retry) -> the shared JobExtra of such jobs, while any
         # job (or the Queue) holds it: queues come and go, jobs stay.
         self._job_defaults = WeakValueDictionary()
+        # The last (key, weak reference to the JobExtra) found in
+        # _job_defaults for a name with no queue: a replica's copies (whose
+        # queue does not exist there) ask for the same one job after job,
+        # and a WeakValueDictionary lookup is Python code.  (Weak, as the
+        # dictionary: this keeps no JobExtra alive.)
+        self._recent = (None, _DEAD)
 
     def __len__(self):
         return len(self._by_name)
@@ -63,11 +74,19 @@ class Queues:
                 return defaults
             name = q.name
         key = (name, repl, retry, opts)
+        if q is None:
+            recent_key, recent = self._recent
+            if recent_key == key:
+                defaults = recent()
+                if defaults is not None:
+                    return defaults
         defaults = self._job_defaults.get(key)
         if defaults is None:
             defaults = self._job_defaults[key] = JobExtra(name, repl, retry, shared=True, opts=opts)
         if q is not None:
             q.job_defaults = defaults
+        else:
+            self._recent = (key, ref(defaults))
         return defaults
 
     def share_defaults(self, job) -> None:
@@ -232,4 +251,5 @@ class Queues:
         self._by_name.clear()
         self._idle.clear()
         self._job_defaults.clear()
+        self._recent = (None, _DEAD)
         self.ready.clear()

@@ -380,6 +380,27 @@ def test_queues_come_and_go_their_jobs_keep_one_shared_record():
     assert add(node).extra is shared and node.queues.get(b"q") is not q
 
 
+def test_copies_of_a_queue_this_node_lacks_share_one_record_kept_alive_by_them_only():
+    """A replica's copies (no queue of theirs here) get one shared record
+    per (queue, REPLICATE, RETRY, options), asked job after job: the
+    lookup remembers the last one, without keeping it alive."""
+    import gc
+
+    node = make_node()
+    first = node.queues.job_defaults(b"elsewhere", 3, 60)
+    assert node.queues.get(b"elsewhere") is None
+    assert node.queues.job_defaults(b"elsewhere", 3, 60) is first
+    other = node.queues.job_defaults(b"elsewhere", 3, 61)
+    assert other is not first and node.queues.job_defaults(b"elsewhere", 3, 61) is other
+    assert node.queues.job_defaults(b"elsewhere", 3, 60) is first
+    del first, other
+    gc.collect()
+    assert len(node.queues._job_defaults) == 0  # nothing kept them
+    again = node.queues.job_defaults(b"elsewhere", 3, 60)
+    assert again.shared and (again.queue, again.repl, again.retry) == (b"elsewhere", 3, 60)
+    assert node.queues._job_defaults.get((b"elsewhere", 3, 60, None)) is again
+
+
 def test_jobs_of_other_options_get_their_own_shared_record():
     node = make_node()
     a, b, c = add(node, retry=5), add(node, retry=5), add(node, retry=7)
