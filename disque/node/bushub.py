@@ -132,15 +132,15 @@ class BusHub:
     def repljobs_frame(self, msgs, records) -> bytes:
         """One REPLJOBS frame of the REPLJOB messages ``msgs`` (for a peer
         that reads bus version 5).  ``records``: the job records encoded
-        so far, by ``id`` of their message, kept by the caller while every
-        message of ``msgs`` lives: a REPLJOB to two replicas is encoded
-        once."""
+        so far, ``id(message) -> (message, bytes)`` (the message kept with
+        them, so no other takes its ``id`` meanwhile): a REPLJOB to two
+        replicas is encoded once."""
         parts = []
         for msg in msgs:
-            part = records.get(id(msg))
-            if part is None:
-                part = records[id(msg)] = wire.job_record(msg.job, wire.BATCHES)
-            parts.append(part)
+            known = records.get(id(msg))
+            if known is None:
+                known = records[id(msg)] = (msg, wire.job_record(msg.job, wire.BATCHES))
+            parts.append(known[1])
         return wire.encode_repljobs(self.node.cluster.header(), parts)
 
     def new_round(self):

@@ -120,7 +120,7 @@ class Effects:
         links = self.runtime.links
         batched = self._batched
         bus = self.bus
-        records = {}  # id(REPLJOB) -> its encoded record: once for every replica
+        records = {}  # id(REPLJOB) -> (it, its encoded record): once for every replica
         for node_id in [only] if only is not None else list(batched):
             kept = batched.pop(node_id)
             i, n = 0, len(kept)

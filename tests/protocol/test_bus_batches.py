@@ -88,7 +88,7 @@ class _Recorder:
 
     def repljobs_frame(self, msgs, records):
         for m in msgs:
-            records[id(m)] = records.get(id(m), 0) + 1
+            records.setdefault(id(m), (m, m.job))
         return messages.ReplJobs(tuple(m.job for m in msgs))
 
     def reads_batches(self, node_id):
@@ -144,8 +144,8 @@ def test_repljobs_wait_for_the_turns_end_and_each_record_is_encoded_once():
     repls = [messages.ReplJob(_record(i)) for i in ID]
     records_seen = {}
     effects.bus.repljobs_frame = lambda msgs, records: (
-        [records.setdefault(id(m), m.job) for m in msgs], records_seen.update(records),
-        messages.ReplJobs(tuple(records[id(m)] for m in msgs)))[-1]
+        [records.setdefault(id(m), (m, m.job)) for m in msgs], records_seen.update(records),
+        messages.ReplJobs(tuple(records[id(m)][1] for m in msgs)))[-1]
     for repl in repls:  # one drain per client read
         outbox += [Send(b"x", repl), Send(b"y", repl)]
         effects.drain()
