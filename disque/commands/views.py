@@ -42,7 +42,7 @@ def job_fields(node, job) -> list:
         (b"id", job.id), (b"queue", job.queue), (b"state", STATE_NAMES[job.state]), (b"repl", job.repl),
         (b"ttl", ttl if ttl > 0 else 0), (b"ctime", job.ctime), (b"delay", job.delay), (b"retry", job.retry),
         (b"nacks", job.nacks), (b"additional-deliveries", job.deliv), (b"nodes-delivered", tuple(job.delivered)),
-        (b"nodes-confirmed", tuple(job.confirmed or ())),
+        (b"nodes-confirmed", tuple(node.addjob.confirmed_copies(job) or ())),
         (b"next-requeue-within", max(job.qtime - now, 0) if job.qtime else None),
         (b"next-awake-within", max(job.awake - now, 0) if job.awake else None),
         (b"body", job.body),

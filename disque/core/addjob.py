@@ -238,8 +238,6 @@ class AddJob:
         job.delivered = tuple(targets) if extrepl else (node.my_id, *targets)
         job.flags |= F_EXTREPL if extrepl else 0
         pending = Replication(job, additional, node.now)
-        if not async_:
-            job.confirmed = pending.confirmed  # SHOW lists them while it waits
         self._replicating[job.id] = pending
         message = messages.ReplJob(self._jobs.record(job))  # one message: encoded once for all targets
         for node_id in targets:
@@ -266,6 +264,16 @@ class AddJob:
         else:
             self._jobs.update_awake(job)
         self._jobs.log_added(job)
+
+    def confirmed_copies(self, job):
+        """The nodes that confirmed a copy of ``job`` (SHOW's
+        nodes-confirmed): while it waits for its copies, those of its
+        replication (kept there, not on the job: no record of its own for
+        that); else the job's own (a GC in progress), or None."""
+        pending = self._replicating.get(job.id)
+        if pending is not None and pending.job is job and not pending.async_:
+            return pending.confirmed
+        return job.confirmed
 
     def waiting_copies(self) -> int:
         """How many jobs wait for their copies (WAIT_REPL): each has its
@@ -342,9 +350,6 @@ class AddJob:
             return
         self._done(pending)
         self.node.latency.addjob_replication.observe(self.node.now - job.created_ms())
-        if job.confirmed is pending.confirmed:
-            job.confirmed = None
-            self._queues.share_defaults(job)  # back on its queue's shared record
         if not pending.async_:
             self._activate(job)
             pending.reply(self.node.outbox, pending.ok)

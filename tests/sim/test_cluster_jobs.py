@@ -27,6 +27,25 @@ def addjob(sim, i, queue=b"q", body=b"body", repl=3, retry=-1, ttl=3600, delay=0
 
 # -- replication -------------------------------------------------------------
 
+def test_show_lists_the_copies_confirmed_while_a_job_waits_for_the_others():
+    """SHOW's nodes-confirmed while the job waits: the nodes that answered
+    GOTJOB so far (kept by the replication, the job keeps its queue's
+    shared record); once confirmed, none (nothing left to wait for)."""
+    from disque.commands.views import job_fields
+
+    sim = cluster(3)
+    sim.partition([0, 1], [2])
+    job, h = addjob(sim, 0)
+    node = sim.nodes[0]
+    assert job.state == WAIT_REPL and replies(sim, h) == []
+    assert dict(job_fields(node, job))[b"nodes-confirmed"] == (sim.nodes[1].my_id,)
+    assert job.extra.shared
+    sim.heal()
+    sim.advance(200)  # the 50 ms replication step sends the REPLJOB again
+    assert replies(sim, h) == [b"OK"] and job.state != WAIT_REPL
+    assert dict(job_fields(node, job))[b"nodes-confirmed"] == ()
+    assert job.extra.shared
+
 def test_replicate_3_on_3_nodes():
     sim = cluster(3)
     job, h = addjob(sim, 0)
