@@ -225,7 +225,9 @@ class AddJob:
         shuffled (the original's replication order); for a job with options
         only the peers that read them (a node of the previous version
         would drop them, and could not honour a NACK delay)."""
-        peers = [n for n in self._cluster.active_peers(opts is not None) if n not in exclude]
+        peers = self._cluster.active_peers(opts is not None)  # a new list, ours to shuffle
+        if exclude:
+            peers = [n for n in peers if n not in exclude]
         self.node.rng.shuffle(peers)
         return peers[:count]
 
