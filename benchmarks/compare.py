@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/compare.py TWISTD [TWISTD ...] [--requests 100000]
-        [--rounds 3] [--cluster | --cluster-only]
+        [--rounds 3] [--cluster | --cluster-only] [--body-size 4096 ...] [--aof] [--skip-basic]
 
 Each TWISTD is the ``twistd`` of a virtualenv holding one build, or
 ``TWISTD=CHECKOUT`` to run that virtualenv's interpreter on the code of
@@ -17,6 +17,17 @@ CPU time per request.  ``--cluster`` adds a 3-node REPLICATE 3 cluster per
 build (unpipelined and -P 16), all running at once, their rounds
 alternating too; it prints the CPU of the node the clients talk to and of
 the whole cluster, per request.
+
+``--body-size N`` (repeatable) adds ADDJOB and GETJOB NOHANG of N-byte
+bodies from ``--body-clients`` (20) clients; before each GETJOB run the
+queue is filled with pipelined ADDJOBs outside the measurement, as many
+jobs as the run takes and a margin, so no GETJOB finds it empty, and after
+each run the node is emptied (DEBUG FLUSHALL): a node holds one run's jobs
+at most.  ``--aof`` adds ADDJOB of 100-byte bodies, unpipelined and -P 16,
+on a second node per build with ``appendonly yes`` and ``appendfsync
+everysec`` (the original takes the same options).  With the original among
+the builds, each row also gives every build's rate and CPU per request as
+a ratio to the original's.
 """
 
 import argparse
@@ -31,9 +42,13 @@ sys.path.insert(0, HERE)
 
 from original import OriginalProcess, is_original, start_original_cluster  # noqa: E402
 from run import cpu_seconds, measured  # noqa: E402
-from tests.support.process import NodeProcess, start_cluster  # noqa: E402
+from run import redis_benchmark  # noqa: E402
+from tests.support.process import Client, NodeProcess, start_cluster  # noqa: E402
 
 COMMANDS = (("PING",), ("ADDJOB", "q", "x" * 100, "0"))
+AOF_ARGS = ("--appendonly", "yes", "--appendfsync", "everysec")  # the original's; ours below
+OUR_AOF_ARGS = ("--appendonly", "yes", "--set", "appendfsync=everysec")
+BODY_BYTES = 512 << 20  # what one body row's run may hold in a node at most
 
 
 def build(spec):
@@ -42,13 +57,13 @@ def build(spec):
     return os.path.abspath(twistd), ({"PYTHONPATH": os.path.abspath(checkout)} if checkout else None)
 
 
-def start_node(path):
-    """A started node of the build ``path``."""
+def start_node(path, aof=False):
+    """A started node of the build ``path`` (``aof``: appendonly yes, everysec)."""
     workdir = tempfile.mkdtemp(prefix="disque-compare-")
     if is_original(path):
-        return OriginalProcess(workdir, os.path.abspath(path)).start()
+        return OriginalProcess(workdir, os.path.abspath(path), args=AOF_ARGS if aof else ()).start()
     twistd, env = build(path)
-    return NodeProcess(workdir, twistd=twistd, env=env).start()
+    return NodeProcess(workdir, twistd=twistd, env=env, args=OUR_AOF_ARGS if aof else ()).start()
 
 
 def start_build_cluster(path, n=3):
@@ -121,6 +136,102 @@ def cluster(paths, n, rounds, warmup, names=tuple(SHAPES), pin=False):
                 node.stop()
 
 
+def fill(port, queue, n, body):
+    """``n`` jobs of ``body`` in ``queue``, by pipelined ADDJOBs of about
+    4 MB at a time (outside any measurement)."""
+    c = Client(port, timeout=300)
+    cmd = Client.encode("ADDJOB", queue, body, "0")
+    batch = max(1, (4 << 20) // len(cmd))
+    done = 0
+    while done < n:
+        k = min(batch, n - done)
+        c.send(cmd * k)
+        for _ in range(k):
+            c.read(timeout=300)
+        done += k
+    c.close()
+
+
+def flush(port):
+    c = Client(port, timeout=300)
+    assert c.call("DEBUG", "FLUSHALL") == b"OK"
+    c.close()
+
+
+class Row:
+    """One measured row: ``command`` from ``clients`` clients (-P
+    ``pipeline``), ``n`` requests a run; ``body`` set: GETJOB, the queue
+    filled with n jobs of that body first; every run ends with the node
+    emptied when ``flush``."""
+
+    def __init__(self, label, command, n, clients, pipeline=1, aof=False, fill_body=None, flush=False):
+        self.label, self.command, self.n, self.clients = label, command, n, clients
+        self.pipeline, self.aof, self.fill_body, self.flush = pipeline, aof, fill_body, flush
+
+    def run(self, node, n):
+        if self.fill_body is not None:
+            fill(node.port, self.command[-1], n + 2 * self.clients * self.pipeline, self.fill_body)
+        before = cpu_seconds(node.proc.pid)
+        rps, _ = redis_benchmark(node.port, self.clients, n, *self.command, pipeline=self.pipeline)
+        cpu = (cpu_seconds(node.proc.pid) - before) / n * 1e6
+        if self.flush:
+            flush(node.port)
+        return rps, cpu
+
+
+def body_rows(sizes, requests, clients):
+    rows = []
+    for size in sizes:
+        n = max(2000, min(requests, BODY_BYTES // size))
+        body = "x" * size
+        rows.append(Row("ADDJOB %d-byte body, %d clients" % (size, clients), ("ADDJOB", "bq", body, "0"),
+                        n, clients, flush=True))
+        rows.append(Row("GETJOB NOHANG %d-byte body, %d clients" % (size, clients),
+                        ("GETJOB", "NOHANG", "FROM", "bq"), n, clients, fill_body=body, flush=True))
+    return rows
+
+
+def aof_rows(requests, clients):
+    return [Row("ADDJOB appendonly everysec, %d clients" % clients, ("ADDJOB", "aq", "x" * 100, "0"),
+                requests, clients, aof=True, flush=True),
+            Row("ADDJOB appendonly everysec, %d clients, -P 16" % clients, ("ADDJOB", "aq", "x" * 100, "0"),
+                requests, clients, pipeline=16, aof=True, flush=True)]
+
+
+def extra(paths, rows, rounds, warmup):
+    """``rows`` on a node per build (and a node per build with the AOF on
+    when a row needs it), rounds alternating; the median rate and CPU per
+    request, with their ratios to the original's when it is a build."""
+    nodes = {}
+    try:
+        for aof in sorted({row.aof for row in rows}):
+            nodes[aof] = [start_node(p, aof) for p in paths]
+        for row in rows:  # warm-up: the JIT and the allocator see the row's work first
+            for node in nodes[row.aof]:
+                row.run(node, max(row.clients * row.pipeline, min(warmup, row.n // 2)))
+        runs = {(r, i): [] for r in range(len(rows)) for i in range(len(paths))}
+        for _ in range(rounds):
+            for r, row in enumerate(rows):
+                for i, node in enumerate(nodes[row.aof]):
+                    runs[(r, i)].append(row.run(node, row.n))
+        orig = next((i for i, p in enumerate(paths) if is_original(p)), None)
+        print("\n| row | build | requests | ops/s | x original | node CPU us/op | CPU x original |\n"
+              "|---|---|---:|---:|---:|---:|---:|")
+        for r, row in enumerate(rows):
+            med = [(statistics.median(x[0] for x in runs[(r, i)]), statistics.median(x[1] for x in runs[(r, i)]))
+                   for i in range(len(paths))]
+            for i, path in enumerate(paths):
+                rps, cpu = med[i]
+                ratio = ("%.2f" % (rps / med[orig][0]), "%.2f" % (cpu / med[orig][1]) if med[orig][1] else "-") \
+                    if orig is not None else ("-", "-")
+                print("| %s | %s | %d | %.0f | %s | %.1f | %s |" % (row.label, path, row.n, rps, ratio[0], cpu,
+                                                                    ratio[1]))
+    finally:
+        for group in nodes.values():
+            for node in group:
+                node.stop()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("twistd", nargs="+")
@@ -132,9 +243,20 @@ def main():
     ap.add_argument("--pin", action="store_true",
                     help="3-node rows: the first node alone on CPU 0, the rest on the other CPUs (less noise)")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="3-node rows to run: " + ",".join(SHAPES))
+    ap.add_argument("--body-size", type=int, action="append", default=[],
+                    help="add ADDJOB and GETJOB NOHANG rows with bodies of this many bytes (repeatable)")
+    ap.add_argument("--body-clients", type=int, default=20)
+    ap.add_argument("--aof", action="store_true", help="add ADDJOB rows with appendonly yes, everysec")
+    ap.add_argument("--aof-clients", type=int, default=50)
+    ap.add_argument("--skip-basic", action="store_true", help="no PING and ADDJOB rows")
     args = ap.parse_args()
-    if not args.cluster_only:
+    if not (args.cluster_only or args.skip_basic):
         single(args.twistd, args.requests, args.rounds, args.warmup)
+    rows = body_rows(args.body_size, args.requests, args.body_clients)
+    if args.aof:
+        rows += aof_rows(args.requests, args.aof_clients)
+    if rows and not args.cluster_only:
+        extra(args.twistd, rows, args.rounds, args.warmup)
     if args.cluster or args.cluster_only:
         cluster(args.twistd, args.requests // 2, args.rounds, args.warmup, args.shapes.split(","), args.pin)
 
