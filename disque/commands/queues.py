@@ -16,23 +16,32 @@ E_COUNT = CommandError(b"ERR", b"COUNT must be a number greater than zero")
 # are on the request path of every consumer, and one job's [queue, id, body]
 # built with the shared encoders took 3x as long (0.6 us against 0.2 us on
 # CPython 3.11, 1.6x on PyPy 3.9; timed per job over 100-job batches).
+# A reply is one join of its parts, each body copied once: a body formatted
+# in with % is copied by PyPy byte by byte (8.5 us for 4 KB, 86 us for 64 KB
+# against 0.6 and 17 us joined), and an array header added in front with +
+# copies the whole reply again.
 # tests/process/test_golden.py compares their bytes with the original's.
-def render_job(job) -> bytes:
+def _job_parts(job, parts) -> None:
     q = job.queue
     body = job.body
-    return b"*3\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n%s\r\n" % (len(q), q, job.id, len(body), body)
+    parts += (b"*3\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n" % (len(q), q, job.id, len(body)), body, b"\r\n")
 
 
-def render_job_counters(job) -> bytes:
+def _job_counters_parts(job, parts) -> None:
     q = job.queue
     body = job.body
-    return b"*7\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n%s\r\n$5\r\nnacks\r\n:%d\r\n$21\r\nadditional-deliveries\r\n:%d\r\n" % (
-        len(q), q, job.id, len(body), body, job.nacks, job.deliv)
+    parts += (b"*7\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n" % (len(q), q, job.id, len(body)), body,
+              b"\r\n$5\r\nnacks\r\n:%d\r\n$21\r\nadditional-deliveries\r\n:%d\r\n" % (job.nacks, job.deliv))
 
 
 def render_jobs(jobs, withcounters: bool = False) -> bytes:
-    render = render_job_counters if withcounters else render_job
-    return reply.array(map(render, jobs))
+    """The array of ``jobs`` (a list) as GETJOB gives it, with the
+    counters (WITHCOUNTERS) or not: one join."""
+    add = _job_counters_parts if withcounters else _job_parts
+    parts = [b"*%d\r\n" % len(jobs)]
+    for job in jobs:
+        add(job, parts)
+    return b"".join(parts)
 
 
 def _serve_with_counters(jobs):
@@ -99,7 +108,7 @@ def qpeek(ctx, client, argv):
     n = len(q.jobs)
     count = max(-n, min(count, n))  # -2**63 has no positive in islice's range
     picked = q.jobs.head(count) if count > 0 else q.jobs.tail(-count)
-    return reply.array(map(render_job, picked))
+    return render_jobs(list(picked))
 
 
 @command("qstat", 2, "readonly fast")
