@@ -241,24 +241,32 @@ class BadRecord(ValueError):
     """A LOADJOB payload that cannot be a job of this format."""
 
 
+_U32 = _struct.Struct(">I").pack
+_U16 = _struct.Struct(">H").pack
+
+
 def serialize(job) -> bytes:
-    queue = job.queue or b""
+    """The record of ``job`` (the format above).  It writes one per job the
+    AOF is told of: the fields kept in the ``JobExtra`` are read from it
+    once, not through eight properties."""
+    extra = job.extra
+    queue = extra.queue or b""
     body = job.body or b""
-    key = job.dedup
-    opts = job.opts
+    key = extra.dedup
+    opts = extra.opts
     version = _STORE_VERSION if key is None else _STORE_VERSION_DEDUP
     nack_delayed = job.flags & F_NACK_DELAYED
     if opts is not None or nack_delayed:
         version = _STORE_VERSION_OPTS
-    head = _STORE_HEAD.pack(version, job.state, job.repl, job.ctime, job.etime, job.delay, job.retry,
-                            job.qtime, job.nacks, job.deliv, job.id)
-    parts = [head, _struct.pack(">I", len(queue)), queue, _struct.pack(">I", len(body)), body,
-             _struct.pack(">H", len(job.delivered)), *job.delivered]
+    head = _STORE_HEAD.pack(version, job.state, extra.repl, job.ctime, job.etime, extra.delay, extra.retry,
+                            job.qtime, extra.nacks, extra.deliv, job.id)
+    delivered = job.delivered
+    parts = [head, _U32(len(queue)), queue, _U32(len(body)), body, _U16(len(delivered)), *delivered]
     if version == _STORE_VERSION_DEDUP:
-        parts += (_struct.pack(">H", len(key)), key)
+        parts += (_U16(len(key)), key)
     elif version == _STORE_VERSION_OPTS:
         key = key or b""
-        parts += (_struct.pack(">H", len(key)), key, _options.encode(opts), b"\x01" if nack_delayed else b"\x00")
+        parts += (_U16(len(key)), key, _options.encode(opts), b"\x01" if nack_delayed else b"\x00")
     return b"".join(parts)
 
 
