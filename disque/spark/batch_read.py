@@ -16,6 +16,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from .encode import id_requests
 from .connection import Connection, ConnectError, ServerError, discover, refusal, split_address
 from .offsets import pack_ids, unpack_ids
 from .schema import ARROW_BATCH_ROWS, BatchRows
@@ -98,12 +99,11 @@ class BatchReader(DataSourceReader):
         rows = BatchRows()
         with Connection(host, port, self.options.password, username=self.options.username) as conn:
             for start in range(0, len(ids), ARROW_BATCH_ROWS):
-                replies = conn.pipeline((("SHOW", i) for i in ids[start:start + ARROW_BATCH_ROWS]),
-                                        SHOW_WINDOW)
+                replies = list(conn.stream_encoded([id_requests(b"SHOW", ids[start:start + ARROW_BATCH_ROWS])],
+                                                   SHOW_WINDOW))
                 for reply in replies:
                     if isinstance(reply, ServerError):
                         raise refusal("SHOW", conn, reply)
-                    if reply is not None:  # None: gone since planning
-                        rows.add_show(reply)
+                rows.add_shows([r for r in replies if r is not None])  # None: gone since planning
                 if len(rows):
                     yield rows.flush()

@@ -66,6 +66,24 @@ class Connection(_wire.Connection):
     auth_error = AuthError
     prefix = "disque: "
 
+    def stream_encoded(self, groups, window: int = 256):
+        """:meth:`stream` for requests encoded already (:mod:`.encode`):
+        ``groups`` yields lists of encoded requests, sent ``window // 2``
+        requests per write with at most ``window`` in flight; yields each
+        reply in request order as it arrives."""
+        half = max(1, window // 2)
+        inflight = 0
+        for group in groups:
+            for start in range(0, len(group), half):
+                chunk = group[start:start + half]
+                while inflight + len(chunk) > window:
+                    yield self._read()
+                    inflight -= 1
+                self._send(b"".join(chunk))
+                inflight += len(chunk)
+        for _ in range(inflight):
+            yield self._read()
+
 
 def check_auth(reply, addr: str):
     """Raise :class:`AuthError` for a ``-NOAUTH`` reply."""

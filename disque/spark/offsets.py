@@ -15,7 +15,7 @@ restart.  Invariants:
 
 from typing import Dict, List, Tuple
 
-JOBS_PER_PARTITION = 2000
+JOBS_PER_PARTITION = 10000
 
 
 def initial_offset() -> dict:

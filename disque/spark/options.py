@@ -26,20 +26,20 @@ from ..core.limits import (MAX_BACKOFF_MS, MAX_DELIVERIES, MAX_NACK_DELAY_MS, PR
 
 DEFAULT_NODES = "127.0.0.1:7711"
 DEFAULT_ADDJOB_TIMEOUT_MS = 5000
-DEFAULT_MAX_JOBS_PER_TRIGGER = 5000
+DEFAULT_MAX_JOBS_PER_TRIGGER = 20000
 DEFAULT_WORKING_INTERVAL_S = 5.0
 
 COMMON = ("nodes", "queue", "username", "password")
 WRITE = ("replicate", "retry", "ttl", "delay", "async", "timeout",
          "bodycolumn", "queuecolumn", "dedupcolumn", "priority", "prioritycolumn", "backoff",
          "maxdeliveries", "deadletter")
-STREAM_READ = ("maxjobspertrigger", "workinginterval", "nackdelayms", "maxdeliveries", "deadletter")
+STREAM_READ = ("maxjobspertrigger", "workinginterval", "nackdelayms", "maxdeliveries", "deadletter", "fastack")
 
 # Spelling used in messages (users write camelCase; Spark lowercases it).
 _DISPLAY = {"bodycolumn": "bodyColumn", "queuecolumn": "queueColumn", "dedupcolumn": "dedupColumn",
             "maxjobspertrigger": "maxJobsPerTrigger", "workinginterval": "workingInterval",
             "prioritycolumn": "priorityColumn", "maxdeliveries": "maxDeliveries", "deadletter": "deadLetter",
-            "nackdelayms": "nackDelayMs"}
+            "nackdelayms": "nackDelayMs", "fastack": "fastAck"}
 
 DEAD_SUFFIX = ":dead"  # the dead-letter queue of <queue> without 'deadLetter' (the nodes' own default)
 
@@ -59,7 +59,7 @@ class Options:
     __slots__ = ("nodes", "queues", "username", "password", "replicate", "retry", "ttl", "delay",
                  "async_", "timeout_ms", "body_column", "queue_column", "dedup_column",
                  "max_jobs_per_trigger", "working_interval", "priority", "priority_column", "backoff",
-                 "max_deliveries", "dead_letter", "nack_delay_ms")
+                 "max_deliveries", "dead_letter", "nack_delay_ms", "fast_ack")
 
     def __init__(self, **kw):
         for name in self.__slots__:
@@ -277,4 +277,5 @@ def parse_options(raw: Dict[str, str], mode: str) -> Options:
         max_deliveries=max_deliveries,
         dead_letter=dead_letter,
         nack_delay_ms=nack_delay_ms,
+        fast_ack=_bool(opts, "fastack"),
     )

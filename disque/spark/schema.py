@@ -20,6 +20,8 @@ Every builder yields ``pyarrow.RecordBatch``es of at most
 :data:`ARROW_BATCH_ROWS` rows matching :data:`ARROW` column for column.
 """
 
+from operator import itemgetter
+
 import pyarrow as pa
 
 ARROW_BATCH_ROWS = 4096
@@ -43,28 +45,89 @@ def show_fields(reply) -> dict:
     return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply) - 1, 2)}
 
 
+#: SHOW's fields of the batch read's columns, in :data:`ARROW` order.
+SHOW_COLUMNS = (b"id", b"queue", b"body", b"state", b"repl", b"ctime", b"ttl", b"retry", b"nacks",
+                b"additional-deliveries")
+
+
+class ShowLayout:
+    """Where SHOW puts :data:`SHOW_COLUMNS` in its flat reply, learnt from
+    one reply: a node sends its fields in one order, so a reply whose
+    names up to the last field used are the same (``matches``) is read by
+    position (``values``, one C-level ``itemgetter``); any other reply is
+    read by name (:func:`show_values`)."""
+
+    def __init__(self, reply):
+        names = reply[0::2]
+        self.positions = tuple(2 * names.index(n) + 1 for n in SHOW_COLUMNS)
+        self.span = max(self.positions)
+        self.names = reply[0:self.span:2]
+        self.values = itemgetter(*self.positions)
+
+    def matches(self, reply) -> bool:
+        return reply[0:self.span:2] == self.names
+
+
+def show_values(reply) -> tuple:
+    """:data:`SHOW_COLUMNS` of a SHOW reply, by name (a missing body is None)."""
+    f = dict(zip(reply[0::2], reply[1::2]))
+    return tuple(f.get(n) for n in SHOW_COLUMNS)
+
+
+def _text_column(values, type_):
+    """A string column from bytes, invalid UTF-8 replaced as ``_text`` does."""
+    try:
+        return pa.array(values, type=type_)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([_text(v) for v in values], type=type_)
+
+
+def _int_column(values, type_):
+    try:
+        return pa.array(values, type=type_)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a server that sends numbers as strings
+        return pa.array([int(v) for v in values], type=type_)
+
+
 class BatchRows:
-    """Accumulates SHOW replies into batch-read RecordBatches."""
+    """Accumulates SHOW replies into batch-read RecordBatches, column by
+    column: the row-at-a-time work is one slice compare and one
+    ``itemgetter`` per reply (:class:`ShowLayout`)."""
 
     def __init__(self):
-        self.cols = [[] for _ in ARROW]
+        self.rows = []
+        self.layout = None
 
     def __len__(self):
-        return len(self.cols[0])
+        return len(self.rows)
+
+    def add_shows(self, replies):
+        """Add SHOW replies (each a flat list, none of them null)."""
+        if not replies:
+            return
+        layout = self.layout
+        if layout is None:
+            try:
+                layout = self.layout = ShowLayout(replies[0])
+            except ValueError:  # a field is missing: read every reply by name
+                self.rows.extend(show_values(r) for r in replies)
+                return
+        matches, values, rows = layout.matches, layout.values, self.rows
+        rows.extend(values(r) if matches(r) else show_values(r) for r in replies)
 
     def add_show(self, reply):
-        f = show_fields(reply)
-        row = (_text(f["id"]), _text(f["queue"]), f.get("body") or b"", _text(f["state"]),
-               int(f["repl"]), (int(f["ctime"]) // 1000000) * 1000, int(f["ttl"]), int(f["retry"]),
-               int(f["nacks"]), int(f["additional-deliveries"]))
-        for col, v in zip(self.cols, row):
-            col.append(v)
+        self.add_shows([reply])
 
     def flush(self) -> pa.RecordBatch:
-        batch = pa.RecordBatch.from_arrays(
-            [pa.array(c, type=f.type) for c, f in zip(self.cols, ARROW)], schema=ARROW)
-        self.cols = [[] for _ in ARROW]
-        return batch
+        ids, queues, bodies, states, repls, ctimes, ttls, retries, nacks, deliveries = zip(*self.rows)
+        self.rows = []
+        t = [f.type for f in ARROW]
+        ctime_us = [(int(c) // 1000000) * 1000 for c in ctimes]
+        arrays = [_text_column(ids, t[0]), _text_column(queues, t[1]),
+                  pa.array([b or b"" for b in bodies], type=t[2]), _text_column(states, t[3]),
+                  _int_column(repls, t[4]), pa.array(ctime_us, type=t[5]), _int_column(ttls, t[6]),
+                  _int_column(retries, t[7]), _int_column(nacks, t[8]), _int_column(deliveries, t[9])]
+        return pa.RecordBatch.from_arrays(arrays, schema=ARROW)
 
 
 def stream_row(job_id: str, queue: str, body: bytes, retry, nacks: int, deliveries: int) -> tuple:

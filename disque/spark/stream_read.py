@@ -25,7 +25,8 @@ The life of a job:
    every ``min(workingInterval, smallest RETRY / 2)`` seconds, so the
    nodes do not requeue them while the batch runs.
 4. ``commit(end)`` (Spark calls it once the batch's sink has returned,
-   when it plans the next batch) ACKs ``end``'s jobs.
+   when it plans the next batch) ACKs ``end``'s jobs, in one pipelined
+   round per node (``ACKJOB``, or ``FASTACK`` with ``fastAck``).
 5. With ``nackDelayMs``, ``stop()`` (the query stops, or fails) NACKs the
    jobs of every batch not committed with ``DELAY nackDelayMs``: they come
    back after that delay, counting a NACK, instead of after their RETRY.
@@ -60,6 +61,7 @@ from typing import Dict, List
 from pyspark.sql.datasource import DataSourceStreamReader
 
 from .connection import Connection, ConnectError, DisqueSparkError, ServerError, discover, refusal, split_address
+from .encode import id_requests
 from .offsets import initial_offset, job_count, make_offset, offset_jobs, offset_seq, pack_ids, plan_partitions
 from .schema import stream_row
 from .stream_partition import ACK_CHUNK, StreamPartition, is_spent, move_to_dead_letters, read_partition, warn
@@ -75,7 +77,7 @@ try:  # PySpark >= 4.2: read limits (admission control)
 except ImportError:  # pragma: no cover
     ReadAllAvailable = ReadMaxRows = None
 
-GETJOB_COUNT = 1000          # jobs asked for per GETJOB
+GETJOB_COUNT = 10000         # most jobs asked for by one GETJOB (a batch's share takes one or a few)
 ALL_AVAILABLE_CAP = 1000000  # jobs per batch when Spark asks for everything
 MIN_WORKING_PERIOD_S = 0.2
 NODES_REFRESH_S = 30.0
@@ -277,7 +279,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _working(self, conn, ids):
         """WORKING for ``ids`` on ``conn``; remember the smallest RETRY.
         Returns each job's RETRY (None where WORKING failed)."""
-        replies = conn.pipeline([("WORKING", i) for i in ids], 512)
+        replies = list(conn.stream_encoded([id_requests(b"WORKING", ids)], 512))
         out = [r if isinstance(r, int) else None for r in replies]
         retries = [r for r in out if r]
         if retries:
@@ -367,8 +369,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._retry_min = None
 
     def _ack(self, addr, ids):
-        """ACKJOB on the node the jobs came from, else on any other node."""
-        if not self._on_any_node(addr, ids, ("ACKJOB",), ()):
+        """ACKJOB (FASTACK with ``fastAck``) on the node the jobs came from,
+        else on any other node: one pipelined round of :data:`ACK_CHUNK` IDs
+        per command."""
+        if not self._on_any_node(addr, ids, ("FASTACK" if self.options.fast_ack else "ACKJOB",), ()):
             warn("could not ACK %d jobs (no node reachable): they will be delivered again" % len(ids))
 
     def _on_any_node(self, addr, ids, head, tail) -> bool:

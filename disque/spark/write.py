@@ -28,6 +28,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamWrite
                                     WriterCommitMessage)
 
 from .connection import Connection, ConnectError, DisqueSparkError, ServerError, refusal, split_address
+from .encode import encoded_requests, fast_path_applies
 from .keys import derived_key, key_order, node_order, stream_write_id, user_key
 from .options import PRIORITY_MAX, PRIORITY_MIN, OptionError
 
@@ -192,6 +193,17 @@ def _write_by_key(commands, options, nodes: List[str], partition: int) -> WriteR
     return WriteResult(partition, ",".join(sorted({c.addr for c in conns.values()})), count)
 
 
+def write_arrow(batches, options, nodes: List[str], write_id: str, partition: int) -> WriteResult:
+    """:func:`write_partition` of Arrow batches: the common write (one
+    queue, no per-row columns but the body) is encoded in bulk per batch
+    (:mod:`.encode`), to the same node and with the same keys."""
+    if not fast_path_applies(options):
+        return write_partition(_rows_from_arrow(batches, options), options, nodes, write_id, partition)
+    with _connect(node_order(nodes, write_id, partition), options, "partition %d" % partition) as conn:
+        count = _check(conn.stream_encoded(encoded_requests(batches, options, write_id, partition), WINDOW), conn)
+    return WriteResult(partition, conn.addr, count)
+
+
 def _task():
     from pyspark import TaskContext
     ctx = TaskContext.get()
@@ -210,8 +222,7 @@ class BatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator) -> WriteResult:
         partition = _task().partitionId()
-        return write_partition(_rows_from_arrow(iterator, self.options), self.options, self.nodes,
-                               self.write_id, partition)
+        return write_arrow(iterator, self.options, self.nodes, self.write_id, partition)
 
 
 class StreamWriter(_StreamBase):
@@ -229,8 +240,10 @@ class StreamWriter(_StreamBase):
         if not query_id or batch_id is None:
             raise DisqueSparkError("disque: the task carries no streaming query/batch id "
                                    "(sql.streaming.queryId / streaming.sql.batchId)")
-        rows = _rows_from_arrow(iterator, self.options) if _STREAM_ARROW else _rows_from_rows(iterator, self.options)
-        return write_partition(rows, self.options, self.nodes, stream_write_id(query_id, batch_id),
+        write_id = stream_write_id(query_id, batch_id)
+        if _STREAM_ARROW:
+            return write_arrow(iterator, self.options, self.nodes, write_id, ctx.partitionId())
+        return write_partition(_rows_from_rows(iterator, self.options), self.options, self.nodes, write_id,
                                ctx.partitionId())
 
     def commit(self, messages, batchId):
