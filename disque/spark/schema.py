@@ -143,6 +143,22 @@ def stream_batches(rows):
             [pa.array(c, type=f.type) for c, f in zip(cols, ARROW)], schema=ARROW)
 
 
+def arrow_blob(rows) -> bytes:
+    """:func:`stream_row` tuples as one Arrow IPC stream (of
+    :func:`stream_batches`): what a streaming partition carries to its
+    task, which only has to map it (:func:`blob_batches`)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, ARROW) as writer:
+        for batch in stream_batches(rows):
+            writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def blob_batches(blob: bytes):
+    """The RecordBatches of an :func:`arrow_blob`."""
+    return pa.ipc.open_stream(blob)
+
+
 def stream_row_from_show(reply) -> tuple:
     f = show_fields(reply)
     return stream_row(_text(f["id"]), _text(f["queue"]), f.get("body") or b"", int(f["retry"]),

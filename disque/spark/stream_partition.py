@@ -15,7 +15,7 @@ from pyspark.sql.datasource import InputPartition
 from .connection import Connection, ConnectError, ServerError, check_auth, refusal, split_address
 from .offsets import unpack_ids
 from .options import dead_letter_queue
-from .schema import show_fields, stream_batches, stream_row_from_show
+from .schema import blob_batches, show_fields, stream_batches, stream_row_from_show
 
 ACK_CHUNK = 500              # IDs per ACKJOB (and NACK)
 DEAD_LETTER_TIMEOUT_MS = 5000  # ADDJOB ms-timeout of a dead letter
@@ -28,8 +28,9 @@ def warn(msg):
 
 class StreamPartition(InputPartition):
     """Part of one batch: the node its jobs were fetched from, their IDs (a
-    blob of 40-byte IDs), the rows when known (else None: read SHOWs the
-    IDs), every node's address (fallback for SHOW) and the credentials."""
+    blob of 40-byte IDs), the rows when known as one Arrow IPC stream
+    (:func:`~.schema.arrow_blob`; else None: read SHOWs the IDs), every
+    node's address (fallback for SHOW) and the credentials."""
 
     def __init__(self, addr, ids, rows, nodes, password, dead=None, username=None):
         super().__init__(addr)
@@ -82,7 +83,7 @@ def read_partition(partition: StreamPartition):
     ``maxDeliveries`` jobs delivered that often are moved to their
     dead-letter queue (on the node that showed them) instead."""
     if partition.rows is not None:
-        yield from stream_batches(partition.rows)
+        yield from blob_batches(partition.rows)
         return
     ids = unpack_ids(partition.ids)
     found = {}

@@ -56,14 +56,14 @@ Invariants:
 import signal
 import threading
 import time
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from pyspark.sql.datasource import DataSourceStreamReader
 
 from .connection import Connection, ConnectError, DisqueSparkError, ServerError, discover, refusal, split_address
 from .encode import id_requests
 from .offsets import initial_offset, job_count, make_offset, offset_jobs, offset_seq, pack_ids, plan_partitions
-from .schema import stream_row
+from .schema import arrow_blob, stream_row
 from .stream_partition import ACK_CHUNK, StreamPartition, is_spent, move_to_dead_letters, read_partition, warn
 
 try:  # PySpark >= 4.1
@@ -118,8 +118,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._nodes = None          # sorted addresses
         self._nodes_at = 0.0
         self._conns = {}            # addr -> Connection (offset-method thread only)
-        self._cache = {}            # id -> stream row, for batches not yet committed
+        self._rows = {}             # seq -> {addr: [stream rows in ID order]}, batches fetched here, not committed
         self._pending = {}          # seq -> {addr: [ids]}: batches awaiting commit
+        self._postponed = {}        # seq -> monotonic time of the batch's last WORKING (or GETJOB)
         self._committed = set()     # seqs committed by this process
         self._retry_min = None      # smallest RETRY (s) among pending jobs
         self._rr = 0
@@ -202,7 +203,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         want = self._limit(limit)
         if self._budget is not None:
             want = min(want, self._budget)
-        jobs = self._fetch(want) if want > 0 else {}
+        jobs, rows = self._fetch(want) if want > 0 else ({}, {})
         n = sum(len(v) for v in jobs.values())
         if self._budget is not None:
             self._budget -= n
@@ -211,16 +212,20 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         end = make_offset(seq + 1, jobs)
         if n:
+            self._rows[seq + 1] = rows
             with self._lock:
                 self._pending[seq + 1] = end["jobs"]
+                self._postponed[seq + 1] = time.monotonic()
         self._last = (seq, end)
         return end
 
-    def _fetch(self, want: int) -> Dict[str, List[str]]:
-        """Up to ``want`` jobs from the nodes ({addr: [ids]}), WORKING sent."""
+    def _fetch(self, want: int) -> Tuple[Dict[str, List[str]], Dict[str, List[tuple]]]:
+        """Up to ``want`` jobs from the nodes, WORKING sent: ({addr: [ids]},
+        {addr: [their stream rows, in the same order]})."""
         nodes = self._node_list()
         queues = list(self.options.queues)
         out = {}
+        rows = {}
         reachable = 0
         first = self._rr % len(nodes)
         self._rr += 1
@@ -256,14 +261,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 raise refusal("GETJOB", conn, e) from None
             if got:
                 retries = retries or [None] * len(got)
-                for (job_id, queue, body, nacks, deliveries), retry in zip(got, retries):
-                    self._cache[job_id] = stream_row(job_id, queue, body, retry, nacks, deliveries)
+                rows[addr] = [stream_row(job_id, queue, body, retry, nacks, deliveries)
+                              for (job_id, queue, body, nacks, deliveries), retry in zip(got, retries)]
                 out[addr] = [g[0] for g in got]
         if not reachable:
             raise ConnectError("disque: no node reachable among %s" % ",".join(nodes))
         if out:
             self._ensure_heartbeat()
-        return out
+        return out, rows
 
     def _drop_spent(self, conn, got):
         """``got`` without the jobs delivered ``maxDeliveries`` times
@@ -303,11 +308,20 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._thread.start()
 
     def _heartbeat(self):
+        """Every half period, WORKING for the batches last postponed half a
+        period ago or more: each pending job is postponed at least once
+        per period, and a batch just fetched (GETJOB and WORKING postponed
+        its jobs) is not sent WORKING again before it needs it."""
         pool = {}
-        while not self._stop.wait(self._period()):
+        while not self._stop.wait(self._period() / 2):
+            now = time.monotonic()
+            due = self._period() / 2
             with self._lock:
                 by_node = {}
-                for jobs in self._pending.values():
+                for seq, jobs in self._pending.items():
+                    if now - self._postponed.get(seq, 0.0) < due:
+                        continue
+                    self._postponed[seq] = now
                     for addr, ids in jobs.items():
                         by_node.setdefault(addr, []).extend(ids)
             for addr, ids in by_node.items():
@@ -333,11 +347,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if replay:
                 self._ensure_heartbeat()
         nodes = self._node_list()
+        fetched = self._rows.get(seq) or {}
+        taken = {}  # addr -> rows of its list planned so far
         parts = []
         for addr, ids in plan_partitions(end):
-            rows = [self._cache.get(i) for i in ids]
-            if any(r is None for r in rows):
-                rows = None
+            first = taken.get(addr, 0)
+            taken[addr] = first + len(ids)
+            rows = fetched.get(addr, [])[first:first + len(ids)]
+            rows = arrow_blob(rows) if [r[0] for r in rows] == ids else None
             dead = None
             if self.options.max_deliveries is not None:
                 dead = (self.options.max_deliveries, self.options.dead_letter)
@@ -353,7 +370,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         seq = offset_seq(end)
         with self._lock:
             batches = [self._pending.pop(s) for s in sorted(self._pending) if s <= seq]
+            for s in [s for s in self._postponed if s <= seq]:
+                del self._postponed[s]
             self._committed.add(seq)
+        for s in [s for s in self._rows if s <= seq]:
+            del self._rows[s]
         if offset_jobs(end) and not any(b == offset_jobs(end) for b in batches):
             batches.append(offset_jobs(end))
         by_node = {}
@@ -362,8 +383,6 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 by_node.setdefault(addr, []).extend(ids)
         for addr, ids in by_node.items():
             self._ack(addr, ids)
-            for i in ids:
-                self._cache.pop(i, None)
         with self._lock:
             if not self._pending:
                 self._retry_min = None
@@ -402,6 +421,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with self._lock:
             batches = list(self._pending.values())
             self._pending.clear()
+            self._postponed.clear()
+        self._rows.clear()
         by_node = {}
         for jobs in batches:
             for addr, ids in jobs.items():
@@ -409,10 +430,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         delay = ("DELAY", self.options.nack_delay_ms)
         for addr, ids in by_node.items():
             ids = list(dict.fromkeys(ids))
-            if self._on_any_node(addr, ids, ("NACK",), delay):
-                for i in ids:
-                    self._cache.pop(i, None)
-            else:
+            if not self._on_any_node(addr, ids, ("NACK",), delay):
                 warn("could not NACK %d jobs (no node reachable): their RETRY requeues them" % len(ids))
 
     def stop(self):
