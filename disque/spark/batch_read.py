@@ -16,8 +16,8 @@ from typing import Dict, List, Sequence, Tuple
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .encode import id_requests
 from .connection import Connection, ConnectError, ServerError, discover, refusal, split_address
+from .encode import id_requests
 from .offsets import pack_ids, unpack_ids
 from .schema import ARROW_BATCH_ROWS, BatchRows
 
