@@ -3,7 +3,8 @@
 Usage::
 
     .venv/bin/python benchmarks/compare.py TWISTD [TWISTD ...] [--requests 100000]
-        [--rounds 3] [--cluster | --cluster-only] [--body-size 4096 ...] [--aof] [--skip-basic]
+        [--rounds 3] [--pipeline 16] [--rows ping,addjob,...] [--cluster | --cluster-only]
+        [--body-size 4096 ...] [--aof] [--skip-basic]
 
 Each TWISTD is the ``twistd`` of a virtualenv holding one build, or
 ``TWISTD=CHECKOUT`` to run that virtualenv's interpreter on the code of
@@ -13,7 +14,14 @@ runtime (``.venv-pypy/bin/twistd``), or the original server's binary
 (``../shared/bin/disque-server-1.0rc1``, see ``original.py``).  A node of each build runs at once;
 PING and ADDJOB rounds alternate between them, so a noisy neighbour hits
 every build alike, and the median of the rounds is printed with the node
-CPU time per request.  ``--cluster`` adds a 3-node REPLICATE 3 cluster per
+CPU time per request, and the ratio of the rate to the original's when one
+of the builds is the original.  ``--pipeline 16`` adds ADDJOB -P 16 (four
+times ``--requests``); ``--rows`` picks among the single-node rows
+(``ROWS``: PING, ADDJOB, ADDJOB -P N, GETJOB NOHANG on a filled queue, and
+``run.py``'s ADDJOB + GETJOB + ACKJOB cycle from one pipelined client, per
+job).  Every node is emptied (``DEBUG FLUSHALL``) before each measured
+ADDJOB row, so a row measures the same table sizes on every build.
+``--cluster`` adds a 3-node REPLICATE 3 cluster per
 build (unpipelined and -P 16), all running at once, their rounds
 alternating too; it prints the CPU of the node the clients talk to and of
 the whole cluster, per request.
@@ -41,11 +49,20 @@ sys.path.insert(0, os.path.dirname(HERE))  # the root: tests.support
 sys.path.insert(0, HERE)
 
 from original import OriginalProcess, is_original, start_original_cluster  # noqa: E402
-from run import cpu_seconds, measured  # noqa: E402
-from run import redis_benchmark  # noqa: E402
+from run import cpu_seconds, cycle, measured, redis_benchmark  # noqa: E402
 from tests.support.process import Client, NodeProcess, start_cluster  # noqa: E402
 
-COMMANDS = (("PING",), ("ADDJOB", "q", "x" * 100, "0"))
+BODY = "x" * 100
+#: The single-node rows: name -> (label, command, requests x --requests);
+#: "addjob_p" is ADDJOB at --pipeline, "cycle" is run.py's cycle.
+ROWS = {
+    "ping": ("PING", ("PING",), 1),
+    "addjob": ("ADDJOB", ("ADDJOB", "q", BODY, "0"), 1),
+    "addjob_p": ("ADDJOB -P %d", ("ADDJOB", "qp", BODY, "0"), 4),
+    "getjob": ("GETJOB NOHANG", ("GETJOB", "NOHANG", "FROM", "gq"), 1),
+    "cycle": ("add+get+ack cycle, 1 pipelined client, per job", None, 1),
+}
+DEFAULT_ROWS = "ping,addjob"
 AOF_ARGS = ("--appendonly", "yes", "--appendfsync", "everysec")  # the original's; ours below
 OUR_AOF_ARGS = ("--appendonly", "yes", "--set", "appendfsync=everysec")
 BODY_BYTES = 512 << 20  # what one body row's run may hold in a node at most
@@ -75,23 +92,47 @@ def start_build_cluster(path, n=3):
     return start_cluster(workdir, n, twistd=twistd, env=env)
 
 
-def single(paths, n, rounds, warmup):
+def flushall(node):
+    c = Client(node.port, timeout=60)
+    c.call("DEBUG", "FLUSHALL")
+    c.close()
+
+
+def run_row(node, name, n, pipeline):
+    """(ops/s, node CPU us per op) of one row on ``node``."""
+    label, command, _ = ROWS[name]
+    if name in ("addjob", "addjob_p", "cycle"):
+        flushall(node)
+    if name == "getjob":
+        fill(node.port, "gq", n)
+    if name == "cycle":
+        before = cpu_seconds(node.proc.pid)
+        rate = cycle(node.port, n)
+        return rate, (cpu_seconds(node.proc.pid) - before) / n * 1e6
+    rps, _, cpu = measured(node, n, *command, pipeline=pipeline if name == "addjob_p" else 1)
+    return rps, cpu
+
+
+def single(paths, n, rounds, warmup, names=DEFAULT_ROWS.split(","), pipeline=16):
     nodes = [start_node(p) for p in paths]
     try:
         for node in nodes:
-            for command in COMMANDS:
-                measured(node, warmup, *command)
-        runs = {(i, c[0]): [] for i in range(len(nodes)) for c in COMMANDS}
+            for name in names:
+                run_row(node, name, warmup, pipeline)
+        runs = {(i, name): [] for i in range(len(nodes)) for name in names}
         for _ in range(rounds):
-            for command in COMMANDS:
+            for name in names:
                 for i, node in enumerate(nodes):
-                    runs[(i, command[0])].append(measured(node, n, *command))
-        print("| command | twistd | ops/s | node CPU us/op |\n|---|---|---:|---:|")
-        for command in COMMANDS:
+                    runs[(i, name)].append(run_row(node, name, n * ROWS[name][2], pipeline))
+        original = next((i for i, p in enumerate(paths) if is_original(p)), None)
+        print("| command | build | ops/s | x original | node CPU us/op |\n|---|---|---:|---:|---:|")
+        for name in names:
+            label = ROWS[name][0] % pipeline if "%" in ROWS[name][0] else ROWS[name][0]
+            rates = [statistics.median(x[0] for x in runs[(i, name)]) for i in range(len(paths))]
             for i, path in enumerate(paths):
-                r = runs[(i, command[0])]
-                print("| %s | %s | %.0f | %.1f |" % (command[0], path, statistics.median(x[0] for x in r),
-                                                    statistics.median(x[2] for x in r)))
+                ratio = "%.2f" % (rates[i] / rates[original]) if original is not None else "-"
+                print("| %s | %s | %.0f | %s | %.1f |" % (label, path, rates[i], ratio,
+                                                         statistics.median(x[1] for x in runs[(i, name)])))
     finally:
         for node in nodes:
             node.stop()
@@ -136,7 +177,7 @@ def cluster(paths, n, rounds, warmup, names=tuple(SHAPES), pin=False):
                 node.stop()
 
 
-def fill(port, queue, n, body):
+def fill(port, queue, n, body=BODY):
     """``n`` jobs of ``body`` in ``queue``, by pipelined ADDJOBs of about
     4 MB at a time (outside any measurement)."""
     c = Client(port, timeout=300)
@@ -238,6 +279,9 @@ def main():
     ap.add_argument("--requests", type=int, default=100000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=20000)
+    ap.add_argument("--pipeline", type=int, default=0,
+                    help="add the single-node row ADDJOB -P N (4 x --requests)")
+    ap.add_argument("--rows", default=None, help="single-node rows to run: " + ",".join(ROWS))
     ap.add_argument("--cluster", action="store_true")
     ap.add_argument("--cluster-only", action="store_true", help="only the 3-node rows")
     ap.add_argument("--pin", action="store_true",
@@ -251,7 +295,8 @@ def main():
     ap.add_argument("--skip-basic", action="store_true", help="no PING and ADDJOB rows")
     args = ap.parse_args()
     if not (args.cluster_only or args.skip_basic):
-        single(args.twistd, args.requests, args.rounds, args.warmup)
+        names = (args.rows or DEFAULT_ROWS + (",addjob_p" if args.pipeline else "")).split(",")
+        single(args.twistd, args.requests, args.rounds, args.warmup, names, args.pipeline or 16)
     rows = body_rows(args.body_size, args.requests, args.body_clients)
     if args.aof:
         rows += aof_rows(args.requests, args.aof_clients)
