@@ -5,7 +5,10 @@
 * the random part is 144 bits from a Mersenne Twister seeded with 20 bytes
   of OS entropy per node: unique in practice (a collision needs ~2^72 IDs)
   without a syscall or a hash per job.  IDs are names, not secrets: like the
-  original's, they are not meant to be unguessable.
+  original's, they are not meant to be unguessable.  The bits are drawn and
+  base64-encoded ``POOL`` IDs at a time (18 bytes encode to exactly 24
+  characters, so the encoding of the whole draw is the IDs' random parts
+  end to end): one big draw and one encoding instead of one per job.
 * ``ttl4`` is the TTL in minutes, big endian hex, capped at 0xffff, and forced
   *odd* for at-least-once jobs (RETRY > 0) and *even* for at-most-once jobs
   (RETRY 0).  A node that does not know a job can still tell its TTL and its
@@ -20,22 +23,35 @@ from typing import Optional
 JOB_ID_LEN = 40
 
 
-class JobIdGenerator:
-    """Generates job IDs for one node.  Not thread safe (the node is not)."""
+#: IDs drawn and encoded at a time (see the module docstring).
+POOL = 256
 
-    __slots__ = ("_prefix", "_bits")
+
+class JobIdGenerator:
+    """Generates job IDs for one node.  Not thread safe (the node is not).
+
+    Invariant: ``_pool[_next:]`` are the random parts (24 base64
+    characters each) not handed out yet."""
+
+    __slots__ = ("_prefix", "_bits", "_pool", "_next")
 
     def __init__(self, node_id: bytes, seed: Optional[bytes] = None):
         self._prefix = b"D-" + node_id[:8] + b"-"
         self._bits = random.Random(seed if seed is not None else os.urandom(20)).getrandbits
+        self._pool = b""
+        self._next = 0
 
     def set_node_id(self, node_id: bytes) -> None:
         self._prefix = b"D-" + node_id[:8] + b"-"
 
     def new_id(self, ttl: int, retry: int) -> bytes:
         """Return a new ID for a job with ``ttl`` seconds and ``retry`` seconds."""
-        return (self._prefix + b2a_base64(self._bits(144).to_bytes(18, "big"), newline=False)
-                + _suffix(ttl, retry > 0))
+        i = self._next
+        if i >= len(self._pool):
+            self._pool = b2a_base64(self._bits(144 * POOL).to_bytes(18 * POOL, "big"), newline=False)
+            i = 0
+        self._next = i + 24
+        return self._prefix + self._pool[i:i + 24] + _suffix(ttl, retry > 0)
 
 
 _SUFFIXES = {}  # (ttl, at_least_once) -> suffix: a plain dict (PyPy's lru_cache is Python code)

@@ -544,11 +544,15 @@ class RequestParser:
             j = i + 1 + 2 * count
             if j > last:
                 break
-            argv = lines[i + 2:j:2]
-            if list(map(bulks, lines[i + 1:j:2])) != list(map(len, argv)):
+            k = i + 1
+            while k < j:  # (a loop, no temporary lists: faster than map on both runtimes)
+                if bulks(lines[k]) != len(lines[k + 1]):
+                    break
+                k += 2
+            if k < j:
                 break
             if count:
-                append(argv)
+                append(lines[i + 2:j:2])
             i = j
         return i
 

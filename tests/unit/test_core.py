@@ -1,12 +1,13 @@
 """The pure state machine, driven with an integer clock (no reactor)."""
 
 import random
+from binascii import a2b_base64
 
 import pytest
 
 from disque.core.job import ACKED, ACTIVE, F_DELIVERED, Job, QUEUED, WAIT_REPL
 from disque.core.effects import Reply
-from disque.core.jobid import is_at_most_once, is_valid, ttl_minutes, ttl_suffix
+from disque.core.jobid import POOL, JobIdGenerator, is_at_most_once, is_valid, ttl_minutes, ttl_suffix
 from disque.core.errors import CommandError
 from disque.core.node import NodeState
 from disque.core.queue import PAUSED_IN, PAUSED_OUT
@@ -49,6 +50,21 @@ def test_new_ids_are_well_formed_unique_and_carry_node_prefix():
         assert is_valid(job_id) and len(job_id) == 40
         assert job_id.startswith(b"D-33f36033-")
         assert ttl_minutes(job_id) == 61 and not is_at_most_once(job_id)
+
+
+def test_pooled_ids_are_the_seeded_bits_in_order_with_each_jobs_suffix():
+    """new_id() hands out a draw of POOL x 144 bits encoded at once: the
+    random parts, end to end, are exactly that draw, across refills, and
+    each ID carries the suffix of its own TTL and RETRY."""
+    gen = JobIdGenerator(NODE_ID, seed=b"s" * 20)
+    bits = random.Random(b"s" * 20).getrandbits
+    shapes = [(60, 0), (3600, 300), (86400, 0), (3932100, 5), (1, 1)]
+    ids = [gen.new_id(*shapes[i % len(shapes)]) for i in range(2 * POOL + 3)]
+    assert b"".join(a2b_base64(i[11:35]) for i in ids[:2 * POOL]) == \
+        bits(144 * POOL).to_bytes(18 * POOL, "big") + bits(144 * POOL).to_bytes(18 * POOL, "big")
+    for n, job_id in enumerate(ids):
+        assert is_valid(job_id) and job_id.startswith(b"D-33f36033-")
+        assert job_id[35:] == ttl_suffix(*shapes[n % len(shapes)])
 
 
 def test_invalid_ids():
