@@ -283,6 +283,10 @@ class IClientRuntime(INodeRuntime, IConnectionHost):
         (A bound callable, swapped with the node's state: fetch it anew for
         each batch.)"""
 
+    run_of_commands = Attribute("A context manager around requests run one after the other (a read's "
+                                "pipeline): their times share clock reads "
+                                "(disque.commands.dispatcher.run_of_commands).")
+
     def set_time():
         """Set the core's clock from the reactor: a batch of work begins.
         Returns that time (ms)."""

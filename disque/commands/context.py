@@ -168,6 +168,9 @@ class Context:
         self.slowlog = SlowLog()
         self.latency = LatencyMonitor()
         self.monitors = []
+        # The previous command's end within a run of commands, the next
+        # one's start: see disque.commands.dispatcher.run_of_commands.
+        self.clock = 0.0
         self.next_client_id = 1
         self.start_ms = node.now
         config.on_change("slowlog-log-slower-than", self._set_slowlog_threshold)

@@ -30,7 +30,7 @@ from ..commands.context import Context
 from ..core.membership import new_node_id
 from ..core.node import NodeState
 from ..interfaces import IClientRuntime
-from ..commands.dispatcher import dispatch_loading, dispatch_misconf
+from ..commands.dispatcher import dispatch_loading, dispatch_misconf, run_of_commands
 from ..config.specs import parse_seed
 from ..io.logs import logger
 from ..contract import ReplySlot
@@ -80,6 +80,7 @@ class NodeRuntime:
         persistence.on_error = self._persistence_error
         self.loading = False  # the AOF loads in the background (start_loading)
         self.ctx = Context(self.node, config, self)
+        self.run_of_commands = run_of_commands(self.ctx)
         self.census = Census(self)  # the cluster view's counts, asked and answered over the bus
         self._choose_dispatch()  # run_command: the one front door
         # maxmemory-clients: while it is set (counting_clients), client

@@ -286,42 +286,43 @@ class RespProtocol(OutputFlow, Protocol):
         hard = runtime.output_limits[0]
         room = hard - (self.backlog or 0) if hard else BATCH_OUTPUT  # before the limit
         stop_at = min(room, BATCH_OUTPUT)
-        made = 0
         client = self.client
         run_command = runtime.run_command  # the one front door: checks, MONITOR, stats, blocked clients served
         it = iter(commands)
-        for argv in it:
-            if runtime.paused_until and runtime.clients_paused():
-                self.pending.append(argv)
-                self.pending.extend(it)
-                runtime.wait_unpause(self)
-                break
-            result = run_command(client, argv)
-            if result is BLOCKED:
-                self.parked = True
-                self.pending.extend(it)
-                break
-            mode = client.reply_mode
-            if type(result) is ReplySlot and mode == REPLY_ON and self.slots is None:
-                self.slots = deque()
-            if mode == REPLY_ON:
-                out.append(result)
-                if type(result) is bytes:
-                    made += len(result)
-                    if made > stop_at:
-                        if hard and made > room:
-                            out.clear()
-                            self._output_limit_reached(made + (self.backlog or 0))
+        made = 0
+        with runtime.run_of_commands:  # one clock read per command (disque.commands.dispatcher)
+            for argv in it:
+                if runtime.paused_until and runtime.clients_paused():
+                    self.pending.append(argv)
+                    self.pending.extend(it)
+                    runtime.wait_unpause(self)
+                    break
+                result = run_command(client, argv)
+                if result is BLOCKED:
+                    self.parked = True
+                    self.pending.extend(it)
+                    break
+                mode = client.reply_mode
+                if type(result) is ReplySlot and mode == REPLY_ON and self.slots is None:
+                    self.slots = deque()
+                if mode == REPLY_ON:
+                    out.append(result)
+                    if type(result) is bytes:
+                        made += len(result)
+                        if made > stop_at:
+                            if hard and made > room:
+                                out.clear()
+                                self._output_limit_reached(made + (self.backlog or 0))
+                                break
+                            self.pending.extend(it)
+                            self.held_back = bool(self.pending)
                             break
-                        self.pending.extend(it)
-                        self.held_back = bool(self.pending)
-                        break
-            elif mode == REPLY_SKIP_NEXT:  # CLIENT REPLY SKIP itself: silent
-                client.reply_mode = REPLY_SKIP
-            elif mode == REPLY_SKIP:
-                client.reply_mode = REPLY_ON
-            if self.closing:
-                break
+                elif mode == REPLY_SKIP_NEXT:  # CLIENT REPLY SKIP itself: silent
+                    client.reply_mode = REPLY_SKIP
+                elif mode == REPLY_SKIP:
+                    client.reply_mode = REPLY_ON
+                if self.closing:
+                    break
         return out
 
     # -- output ----------------------------------------------------------
