@@ -39,7 +39,8 @@ NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Conf
                  "ClientMemory",  # maxmemory-clients' running total
                  "Acl", "User",  # the node's users (made with it, and by ACL SETUSER: not per client)
                  # the runtime's parts (disque.node), each pointing back at it
-                 "BusHub", "Effects", "NodeFile", "ProcessFacts"}
+                 "BusHub", "Effects", "NodeFile", "ProcessFacts",
+                 "run_of_commands"}  # the runtime's one, pointing at the context
 
 
 def _workload(runtime, clock):
