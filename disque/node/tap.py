@@ -100,6 +100,9 @@ def _fail(message):
 def makeService(options, reactor=None):
     """The node service for ``twistd disque``; ``reactor`` (tests): the
     reactor it runs on instead of the global one."""
+    if reactor is None:  # the process is ours: on PyPy, a nursery within bounds first (.nursery)
+        from .nursery import bound_nursery
+        bound_nursery()
     from ..interfaces import LoadError
     from .listeners import EndpointError, ListenError
     from ..plugins import StrategyError

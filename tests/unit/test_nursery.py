@@ -1,0 +1,34 @@
+"""PyPy's nursery bounded before the node starts (disque.node.nursery): the
+decision, and the one re-execution it asks for."""
+
+import sys
+
+from disque.node import nursery
+from disque.node.nursery import MAX_NURSERY, bounded_environment, bound_nursery
+
+
+def test_a_nursery_above_the_bound_runs_again_with_the_bound():
+    environ = {"PATH": "/bin"}
+    env = bounded_environment(environ, 240 * 1024 * 1024)
+    assert env == {"PATH": "/bin", "PYPY_GC_NURSERY": "16M"}
+    assert environ == {"PATH": "/bin"}  # (a new dict)
+
+
+def test_nothing_changes_within_the_bound_off_pypy_or_when_chosen():
+    assert bounded_environment({}, MAX_NURSERY) is None
+    assert bounded_environment({}, 1024 * 1024) is None
+    assert bounded_environment({}, None) is None  # CPython
+    assert bounded_environment({"PYPY_GC_NURSERY": "240M"}, 240 * 1024 * 1024) is None
+
+
+def test_bound_nursery_executes_the_same_command_again(monkeypatch):
+    calls = []
+    monkeypatch.setattr(nursery, "nursery_bytes", lambda: 240 * 1024 * 1024)
+    monkeypatch.delenv("PYPY_GC_NURSERY", raising=False)
+    bound_nursery(execve=lambda *args: calls.append(args))
+    [(exe, argv, env)] = calls
+    assert exe == sys.executable and argv == [sys.executable] + sys.argv
+    assert env["PYPY_GC_NURSERY"] == "16M"
+    monkeypatch.setenv("PYPY_GC_NURSERY", "16M")  # the run again: goes on
+    bound_nursery(execve=lambda *args: calls.append(args))
+    assert len(calls) == 1
