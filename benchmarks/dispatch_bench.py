@@ -1,7 +1,8 @@
 """The request path in memory, for A/B runs with ``farm-bench --vs``: a
 node (``persistence none``) and one loopback client sending ``N`` reads of
-100 pipelined ``ADDJOB a:q`` and 100 pipelined ``QLEN a:q`` through the real
-RESP protocol and dispatch (``N`` 2000 by default).
+``PIPELINE`` pipelined ``ADDJOB a:q`` and as many pipelined ``QLEN a:q``
+through the real RESP protocol and dispatch (``N`` 2000 and ``PIPELINE``
+100 by default; ``PIPELINE=1``: every request a read of its own).
 
 Environment: ``USER_NAME`` runs them as a user limited to ``~a:*`` (AUTH
 first); ``TREE`` takes the ``disque`` package from another checkout (a
@@ -45,13 +46,14 @@ def main():
     proto.makeConnection(transport)
     if user:
         proto.dataReceived(b"*3\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n$2\r\npw\r\n" % (len(user), user.encode()))
-    adds = b"*4\r\n$6\r\nADDJOB\r\n$3\r\na:q\r\n$4\r\nbody\r\n$1\r\n0\r\n" * 100
-    qlens = b"*2\r\n$4\r\nQLEN\r\n$3\r\na:q\r\n" * 100
+    pipeline = int(os.environ.get("PIPELINE", "100"))
+    adds = b"*4\r\n$6\r\nADDJOB\r\n$3\r\na:q\r\n$4\r\nbody\r\n$1\r\n0\r\n" * pipeline
+    qlens = b"*2\r\n$4\r\nQLEN\r\n$3\r\na:q\r\n" * pipeline
     for i in range(int(os.environ.get("N", "2000"))):
         proto.dataReceived(adds)
         proto.dataReceived(qlens)
         transport.clear()
-        if i % 50 == 0:  # keep the node small
+        if i % (5000 // pipeline) == 0:  # keep the node small (5000 jobs)
             proto.dataReceived(b"*2\r\n$5\r\nDEBUG\r\n$8\r\nFLUSHALL\r\n")
             transport.clear()
     service.stopService()
