@@ -7,6 +7,7 @@ clock that only moves when read, or when the work that must not count
 happens, the times in INFO commandstats and SLOWLOG must be the same
 either way, and the pipeline must read the clock fewer times."""
 
+import hiredis
 import pytest
 
 from disque.commands import dispatcher
@@ -41,6 +42,13 @@ def usec(conn, name: bytes) -> int:
     return int(stats.partition(b"cmdstat_" + name + b":")[2].partition(b"usec=")[2].partition(b",")[0])
 
 
+def slowlog_qlens(node):
+    """The QLEN entries of SLOWLOG GET, oldest first."""
+    reader = hiredis.Reader()
+    reader.feed(node.connect().call("SLOWLOG", "GET", "100"))
+    return [e for e in reversed(reader.gets()) if e[3][0] == b"QLEN"]
+
+
 def run(conn, clock, requests, pipelined):
     """Send ``requests`` in one read or one read each, their statistics
     reset first (the command table's counters outlive a node); return
@@ -56,7 +64,7 @@ def run(conn, clock, requests, pipelined):
 
 
 @pytest.mark.parametrize("pipelined", [False, True])
-def test_a_pipelines_commands_take_the_time_they_take_alone(make, clock, pipelined):
+def test_pipelined_commands_take_the_time_they_take_alone(make, clock, pipelined):
     conn = make(**QUIET).connect()
     requests = [("ADDJOB", "q", "body", "0")] * 5 + [("QLEN", "q")] * 3
     replies, reads = run(conn, clock, requests, pipelined)
@@ -66,7 +74,7 @@ def test_a_pipelines_commands_take_the_time_they_take_alone(make, clock, pipelin
 
 
 @pytest.mark.parametrize("pipelined", [False, True])
-def test_serving_blocked_clients_counts_for_no_command(make, clock, pipelined):
+def test_serving_blocked_clients_counts_for_no_command(make, clock, monkeypatch, pipelined):
     node = make(**QUIET)
     waiter = node.connect()
     waiter.proto.dataReceived(cmd("GETJOB", "FROM", "q"))  # blocked
@@ -76,7 +84,7 @@ def test_serving_blocked_clients_counts_for_no_command(make, clock, pipelined):
         clock.now += EXTRA
         serve()
 
-    node.runtime.node.getjob.serve_ready = slow_serve
+    monkeypatch.setattr(node.runtime.node.getjob, "serve_ready", slow_serve)
     conn = node.connect()
     run(conn, clock, [("ADDJOB", "q", "body", "0"), ("QLEN", "q"), ("QLEN", "q")], pipelined)
     assert waiter.take().startswith(b"*1\r\n")
@@ -98,16 +106,7 @@ def test_the_slow_log_counts_for_no_command(make, clock, monkeypatch, pipelined)
     conn.call("SLOWLOG", "RESET")
     run(conn, clock, [("QLEN", "q")] * 4, pipelined)
     assert usec(conn, b"qlen") == 4 * US
-    assert [e[2] for e in conn_slowlog(node)] == [US] * 4
-
-
-def conn_slowlog(node):
-    """The QLEN entries of SLOWLOG GET, oldest first (hiredis-decoded)."""
-    import hiredis
-
-    reader = hiredis.Reader()
-    reader.feed(node.connect().call("SLOWLOG", "GET", "100"))
-    return [e for e in reversed(reader.gets()) if e[3][0] == b"QLEN"]
+    assert [e[2] for e in slowlog_qlens(node)] == [US] * 4
 
 
 @pytest.mark.parametrize("pipelined", [False, True])
