@@ -15,7 +15,9 @@ The nursery is read from ``PYPY_GC_NURSERY`` when the process starts,
 never later.  So ``twistd disque`` on PyPy, when PyPy chose a nursery
 above :data:`MAX_NURSERY` and ``PYPY_GC_NURSERY`` is not set, executes
 itself again, once, with ``PYPY_GC_NURSERY`` set to that bound (the same
-process: same PID, same open files; nothing has started yet).  Setting
+process: same PID, same open files; nothing has started yet).  Only a
+process whose command is ``twistd`` does: one that builds the node service
+in process otherwise (a test calling ``makeService``) is never replaced.  Setting
 ``PYPY_GC_NURSERY`` to any value keeps that value: the way to choose
 another size, or PyPy's own choice.  CPython has no nursery: nothing
 changes there.
@@ -38,11 +40,14 @@ def nursery_bytes():
     return gc.get_stats()._s.nursery_size
 
 
-def bounded_environment(environ, nursery):
-    """The environment to run again with (a new dict), or None to go on:
-    only when ``nursery`` (bytes, None off PyPy) is above the bound and
-    ``environ`` does not choose one already."""
+def bounded_environment(environ, nursery, argv):
+    """The environment to run ``argv`` again with (a new dict), or None to
+    go on: only when ``nursery`` (bytes, None off PyPy) is above the bound,
+    ``environ`` does not choose one already and ``argv`` is a ``twistd``
+    command line."""
     if nursery is None or nursery <= MAX_NURSERY or _ENV in environ:
+        return None
+    if not argv or os.path.basename(argv[0]) != "twistd":
         return None
     return dict(environ, **{_ENV: "%dM" % (MAX_NURSERY // (1024 * 1024))})
 
@@ -50,7 +55,7 @@ def bounded_environment(environ, nursery):
 def bound_nursery(execve=os.execve):
     """Run this process again with a bounded nursery if it needs one (see
     the module docstring); else return."""
-    env = bounded_environment(os.environ, nursery_bytes())
+    env = bounded_environment(os.environ, nursery_bytes(), sys.argv)
     if env is not None:
         sys.stdout.flush()
         sys.stderr.flush()

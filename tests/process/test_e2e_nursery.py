@@ -15,7 +15,7 @@ def environment(pid):
 
 def test_the_node_runs_with_the_nursery_its_runtime_needs(tmp_path):
     # The node runs on this interpreter's twistd: the same runtime, the same machine.
-    expected = bounded_environment(os.environ, nursery_bytes())
+    expected = bounded_environment(os.environ, nursery_bytes(), ["twistd"])
     node = NodeProcess(tmp_path).start()
     try:
         assert node.client().call("PING") == b"PONG"

@@ -7,27 +7,40 @@ from disque.node import nursery
 from disque.node.nursery import MAX_NURSERY, bounded_environment, bound_nursery
 
 
+TWISTD = ["/opt/disque/bin/twistd", "-n", "disque"]
+BIG = 240 * 1024 * 1024
+
+
 def test_a_nursery_above_the_bound_runs_again_with_the_bound():
     environ = {"PATH": "/bin"}
-    env = bounded_environment(environ, 240 * 1024 * 1024)
+    env = bounded_environment(environ, BIG, TWISTD)
     assert env == {"PATH": "/bin", "PYPY_GC_NURSERY": "16M"}
     assert environ == {"PATH": "/bin"}  # (a new dict)
 
 
 def test_nothing_changes_within_the_bound_off_pypy_or_when_chosen():
-    assert bounded_environment({}, MAX_NURSERY) is None
-    assert bounded_environment({}, 1024 * 1024) is None
-    assert bounded_environment({}, None) is None  # CPython
-    assert bounded_environment({"PYPY_GC_NURSERY": "240M"}, 240 * 1024 * 1024) is None
+    assert bounded_environment({}, MAX_NURSERY, TWISTD) is None
+    assert bounded_environment({}, 1024 * 1024, TWISTD) is None
+    assert bounded_environment({}, None, TWISTD) is None  # CPython
+    assert bounded_environment({"PYPY_GC_NURSERY": "240M"}, BIG, TWISTD) is None
+
+
+def test_only_a_twistd_process_runs_again():
+    """A process that builds the node in process (a test calling
+    makeService: pytest, an xdist worker) is never replaced."""
+    assert bounded_environment({}, BIG, ["/usr/bin/pytest", "tests"]) is None
+    assert bounded_environment({}, BIG, ["-c"]) is None
+    assert bounded_environment({}, BIG, []) is None
 
 
 def test_bound_nursery_executes_the_same_command_again(monkeypatch):
     calls = []
-    monkeypatch.setattr(nursery, "nursery_bytes", lambda: 240 * 1024 * 1024)
+    monkeypatch.setattr(nursery, "nursery_bytes", lambda: BIG)
+    monkeypatch.setattr(sys, "argv", TWISTD)
     monkeypatch.delenv("PYPY_GC_NURSERY", raising=False)
     bound_nursery(execve=lambda *args: calls.append(args))
     [(exe, argv, env)] = calls
-    assert exe == sys.executable and argv == [sys.executable] + sys.argv
+    assert exe == sys.executable and argv == [sys.executable] + TWISTD
     assert env["PYPY_GC_NURSERY"] == "16M"
     monkeypatch.setenv("PYPY_GC_NURSERY", "16M")  # the run again: goes on
     bound_nursery(execve=lambda *args: calls.append(args))
