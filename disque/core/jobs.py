@@ -138,9 +138,14 @@ class Jobs:
 
     def postpone(self, job) -> None:
         """Another node queued or is working on ``job``: requeue it RETRY
-        from now, sending WILLQUEUE first (QUEUED, WORKING, NACK, YOURJOBS)."""
+        from now, sending WILLQUEUE first (QUEUED, WORKING, NACK, YOURJOBS).
+        A postponement never brings a requeue sooner: a job in a delayed
+        NACK (F_NACK_DELAYED) waits at least until the delay's end."""
         job.flags |= F_BCAST_WILLQUEUE
-        self.set_requeue_time(job, self.requeue_time(job))
+        at = self.requeue_time(job)
+        if job.flags & F_NACK_DELAYED and job.qtime > at:
+            at = job.qtime
+        self.set_requeue_time(job, at)
 
     # -- Bus records ------------------------------------------------------
 

@@ -417,6 +417,35 @@ def test_copies_of_a_queue_this_node_lacks_share_one_record_kept_alive_by_them_o
     assert node.queues._job_defaults.get((b"elsewhere", 3, 60, None)) is again
 
 
+def test_working_on_a_job_in_a_delayed_nack_keeps_the_delay():
+    """WORKING postpones a requeue to RETRY from now, but never before a
+    delayed NACK's end, whether it is asked here or heard from a copy
+    (found by TestNodeMachine: NACK DELAY 4 s, WORKING, the job queued at
+    RETRY, 2.5 s in)."""
+    from disque.core import messages
+
+    for heard in (False, True):
+        node = make_node()
+        job = add(node, ttl=5)  # RETRY about 1 s
+        assert node.getjob.get_jobs([b"q"], 1) == [job]
+        assert node.requeue.nack_jobs([job.id], 4000) == 1
+        end = node.now + 4000
+        if heard:
+            node.requeue.on_working(PEER, messages.Working(job.id))
+        else:
+            node.requeue.working(job.id)
+        assert job.qtime == end
+        for _ in range(39):  # until just before the delay's end: never queued
+            advance(node, 100)
+            while node.next_deadline() is not None and node.next_deadline() <= node.now:
+                node.run_due()
+            assert job.state == ACTIVE and node.getjob.get_jobs([b"q"], 1) == []
+        advance(node, 200)
+        while node.next_deadline() is not None and node.next_deadline() <= node.now:
+            node.run_due()
+        assert node.getjob.get_jobs([b"q"], 1) == [job]
+
+
 def test_jobs_of_other_options_get_their_own_shared_record():
     node = make_node()
     a, b, c = add(node, retry=5), add(node, retry=5), add(node, retry=7)
