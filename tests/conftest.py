@@ -23,8 +23,8 @@ TIERS = ("unit", "sim", "protocol", "process")
 # Test modules that cannot run on a runtime, with the reason.  They are
 # reported as skipped, never silently left out.
 PYPY = platform.python_implementation() == "PyPy"
-_SPARK = ("test_spark_docs", "test_spark_options", "test_spark_read", "test_spark_recovery", "test_spark_units",
-          "test_spark_workers", "test_spark_write")
+_SPARK = ("test_spark_bulk", "test_spark_docs", "test_spark_options", "test_spark_read", "test_spark_recovery",
+          "test_spark_units", "test_spark_workers", "test_spark_write")
 NOT_ON_THIS_RUNTIME = dict(dict.fromkeys(_SPARK, (
     "the Spark connector needs pyspark with pyarrow, and pyarrow publishes no PyPy build "
     "(Spark runs its Python workers on CPython): these tests run on CPython")), test_heap=(

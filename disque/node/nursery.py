@@ -40,14 +40,16 @@ def nursery_bytes():
     return gc.get_stats()._s.nursery_size
 
 
-def bounded_environment(environ, nursery, argv):
+def bounded_environment(environ, nursery, argv, is_file=None):
     """The environment to run ``argv`` again with (a new dict), or None to
     go on: only when ``nursery`` (bytes, None off PyPy) is above the bound,
     ``environ`` does not choose one already and ``argv`` is a ``twistd``
-    command line."""
+    command line whose script is a file the interpreter can run again (a
+    program that calls twistd's ``run()`` itself with ``argv[0]`` set to
+    ``"twistd"`` is not one: it goes on as it is)."""
     if nursery is None or nursery <= MAX_NURSERY or _ENV in environ:
         return None
-    if not argv or os.path.basename(argv[0]) != "twistd":
+    if not argv or os.path.basename(argv[0]) != "twistd" or not (is_file or os.path.isfile)(argv[0]):
         return None
     return dict(environ, **{_ENV: "%dM" % (MAX_NURSERY // (1024 * 1024))})
 
