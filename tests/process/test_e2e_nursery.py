@@ -5,7 +5,7 @@ when PyPy's own choice was above the bound; elsewhere nothing changes."""
 import os
 
 from disque.node.nursery import bounded_environment, nursery_bytes
-from tests.support.process import NodeProcess
+from tests.support.process import NodeProcess, twistd_path
 
 
 def environment(pid):
@@ -15,7 +15,7 @@ def environment(pid):
 
 def test_the_node_runs_with_the_nursery_its_runtime_needs(tmp_path):
     # The node runs on this interpreter's twistd: the same runtime, the same machine.
-    expected = bounded_environment(os.environ, nursery_bytes(), ["twistd"])
+    expected = bounded_environment(os.environ, nursery_bytes(), [twistd_path()])
     node = NodeProcess(tmp_path).start()
     try:
         assert node.client().call("PING") == b"PONG"
