@@ -243,11 +243,17 @@ class Connection:
         """Like :meth:`pipeline`, but yields each reply as it arrives, and
         sends commands as ``commands`` yields them (in groups of
         ``window // 2``), so a slow producer of commands is not waited for."""
+        return self.stream_requests((encode_command(cmd) for cmd in commands), window)
+
+    def stream_requests(self, requests: Iterable[bytes], window: int = 256):
+        """:meth:`stream` for requests encoded already (the RESP bytes of
+        each): sent ``window // 2`` per write with at most ``window`` in
+        flight; yields each reply in request order as it arrives."""
         group = max(1, window // 2)
         pending = []
         inflight = 0
-        for cmd in commands:
-            pending.append(encode_command(cmd))
+        for request in requests:
+            pending.append(request)
             if len(pending) >= group:
                 while inflight + len(pending) > window:
                     yield self._read()

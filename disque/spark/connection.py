@@ -15,6 +15,7 @@ reply that fails a task (:class:`NoPermissionError` for ``-NOPERM``: the
 ``username`` option's user may not touch the queue or the job).
 """
 
+from itertools import chain
 from typing import List, Optional, Sequence, Tuple
 
 from ..client import causes
@@ -67,22 +68,9 @@ class Connection(_wire.Connection):
     prefix = "disque: "
 
     def stream_encoded(self, groups, window: int = 256):
-        """:meth:`stream` for requests encoded already (:mod:`.encode`):
-        ``groups`` yields lists of encoded requests, sent ``window // 2``
-        requests per write with at most ``window`` in flight; yields each
-        reply in request order as it arrives."""
-        half = max(1, window // 2)
-        inflight = 0
-        for group in groups:
-            for start in range(0, len(group), half):
-                chunk = group[start:start + half]
-                while inflight + len(chunk) > window:
-                    yield self._read()
-                    inflight -= 1
-                self._send(b"".join(chunk))
-                inflight += len(chunk)
-        for _ in range(inflight):
-            yield self._read()
+        """:meth:`stream_requests` of ``groups``, lists of encoded requests
+        (:mod:`.encode`), one after the other."""
+        return self.stream_requests(chain.from_iterable(groups), window)
 
 
 def check_auth(reply, addr: str):
