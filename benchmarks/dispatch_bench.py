@@ -19,31 +19,16 @@ import sys
 if os.environ.get("TREE"):
     sys.path.insert(0, os.environ["TREE"])
 
-from twisted.internet.address import IPv4Address  # noqa: E402
-from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa: E402
-
-from disque.config import Config  # noqa: E402
-from disque.resp.protocol import RespProtocol  # noqa: E402
-try:
-    from disque.node.service import DisqueNodeService  # noqa: E402
-except ImportError:  # a checkout from before disque/node/ (TREE)
-    from disque.service import DisqueNodeService  # noqa: E402
+from memnode import node_in_memory  # noqa: E402  (after TREE: the node is that tree's)
 
 
 def main():
     user = os.environ.get("USER_NAME")
     nodes_file = "/tmp/dispatch-bench-nodes-%d.conf" % os.getpid()
-    config = Config.defaults()
-    config.apply_overrides({"dir": "/tmp", "persistence": "none", "cluster-config-file": nodes_file})
+    overrides = {"dir": "/tmp", "persistence": "none", "cluster-config-file": nodes_file}
     if user:
-        config.apply_overrides({"user": "%s on >pw ~a:* +@all" % user})
-    reactor = MemoryReactorClock()
-    reactor.advance(1_795_000_000)
-    service = DisqueNodeService(config, reactor=reactor, on_shutdown=lambda: None)
-    service.startService()
-    transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
-    proto = RespProtocol(service.runtime)
-    proto.makeConnection(transport)
+        overrides["user"] = "%s on >pw ~a:* +@all" % user
+    service, _, proto, transport = node_in_memory(overrides)
     if user:
         proto.dataReceived(b"*3\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n$2\r\npw\r\n" % (len(user), user.encode()))
     pipeline = int(os.environ.get("PIPELINE", "100"))

@@ -29,12 +29,7 @@ import time
 if os.environ.get("TREE"):
     sys.path.insert(0, os.environ["TREE"])
 
-from twisted.internet.address import IPv4Address  # noqa: E402
-from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa: E402
-
-from disque.config import Config  # noqa: E402
-from disque.node.service import DisqueNodeService  # noqa: E402
-from disque.resp.protocol import RespProtocol  # noqa: E402
+from memnode import node_in_memory  # noqa: E402  (after TREE: the node is that tree's)
 
 
 def addjob(queue, size):
@@ -46,20 +41,12 @@ def main():
     n = int(os.environ.get("N", "100000"))
     size = int(os.environ.get("BODY", "100" if mode == "aof" else "4096"))
     workdir = tempfile.mkdtemp(prefix="inproc-bench-")
-    config = Config.defaults()
     overrides = {"dir": workdir, "cluster-config-file": workdir + "/nodes.conf"}
     if mode == "aof":
         overrides.update({"appendonly": os.environ.get("AOF", "yes"), "appendfsync": "everysec"})
     else:
         overrides["persistence"] = "none"
-    config.apply_overrides(overrides)
-    reactor = MemoryReactorClock()
-    reactor.advance(1_795_000_000)
-    service = DisqueNodeService(config, reactor=reactor, on_shutdown=lambda: None)
-    service.startService()
-    transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
-    proto = RespProtocol(service.runtime)
-    proto.makeConnection(transport)
+    service, reactor, proto, transport = node_in_memory(overrides)
     try:
         if mode == "aof":
             request = addjob(b"aq", size)
