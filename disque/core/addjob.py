@@ -129,8 +129,8 @@ class AddJob:
         leaving = cluster.leaving
         extrepl = leaving or node.memory.level > 0
         additional = repl if extrepl else repl - 1
-        if additional > 0 and additional > cluster.room_for_copies():
-            reachable = cluster.room_for_copies()
+        reachable = cluster.room_for_copies() if additional > 0 else 0
+        if additional > reachable:
             if extrepl and additional - 1 == reachable:
                 reason = b"I'm leaving the cluster" if leaving else b"I'm out of memory"
                 raise CommandError(b"NOREPL", b"Not enough reachable nodes for the requested replication level, since I'm unable to hold a copy of the message for the following reason: " + reason)

@@ -105,15 +105,9 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
         me = self.myself
         return sum(1 for n in self.nodes.values() if n is not me and n.reachable)
 
-    @property
-    def leaving_peers(self) -> int:
-        """Reachable peers that are leaving (no new copies go to them)."""
-        me = self.myself
-        return sum(1 for n in self.nodes.values() if n is not me and n.leaving and n.reachable)
-
     def room_for_copies(self) -> int:
-        """``reachable - leaving_peers`` in one pass (every ADDJOB that
-        replicates asks): the peers that may take a new copy."""
+        """The peers that may take a new copy: reachable and not leaving
+        (every ADDJOB that replicates asks)."""
         me = self.myself
         room = 0
         for n in self.nodes.values():
