@@ -4,7 +4,6 @@ row-at-a-time commands, SHOW replies read by position against by name,
 pre-encoded pipelines, streaming partitions as Arrow IPC, and the
 ``fastAck`` option."""
 
-import signal
 
 import pyarrow as pa
 import pytest
@@ -15,12 +14,12 @@ from disque.spark.encode import encoded_requests, fast_path_applies, id_requests
 from disque.spark.offsets import job_count
 from disque.spark.options import STREAM_READ_MODE, WRITE_MODE, OptionError, parse_options
 from disque.spark.schema import BatchRows, arrow_blob, blob_batches, stream_batches, stream_row
-from disque.spark.stream_read import StreamReader, read_partition
+from disque.spark.stream_read import read_partition
 from disque.spark.write import _commands, _rows_from_arrow, write_arrow, write_partition
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from tests.support.process import call, show
-from tests.support.spark import add_jobs, qlen
+from tests.support.spark import add_jobs, qlen, stream_reader
 
 BODIES = ["plain", "", "ünïcødé ✓", "x" * 300, "a\r\nb$3\r\n"]
 
@@ -117,14 +116,8 @@ def test_streaming_rows_as_arrow_ipc_are_the_rows():
     assert len(list(blob_batches(arrow_blob(rows)))) == 2  # ARROW_BATCH_ROWS per batch
 
 
-def _reader(node, **extra):
-    raw = {"nodes": "127.0.0.1:%d" % node.port, "queue": "fq"}
-    raw.update(extra)
-    before = signal.getsignal(signal.SIGTERM)
-    try:
-        return StreamReader(parse_options(raw, STREAM_READ_MODE))
-    finally:
-        signal.signal(signal.SIGTERM, before)
+def _reader(node, queue="fq", **extra):
+    return stream_reader(node, queue, **extra)
 
 
 def test_fast_ack_option():

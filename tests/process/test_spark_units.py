@@ -21,12 +21,12 @@ from disque.spark.offsets import (initial_offset, job_count, make_offset, pack_i
 from disque.spark.options import (READ, STREAM_READ_MODE, WRITE_MODE, OptionError, parse_nodes,
                                   parse_options)
 from disque.spark.connection import DisqueSparkError
-from disque.spark.stream_read import StreamReader, _stop_on_sigterm, is_spent, read_partition
+from disque.spark.stream_read import _stop_on_sigterm, is_spent, read_partition
 from disque.spark.workers import describe
 from disque.spark.write import _commands, check_schema, write_partition
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from tests.support.spark import add_jobs, qlen, total_qlen
+from tests.support.spark import add_jobs, qlen, stream_reader, total_qlen
 from tests.support.process import NodeProcess, call, free_port, show, wait_for
 
 
@@ -370,14 +370,8 @@ def test_password_errors(tmp_path):
 
 # -- the stream reader's offset methods, by hand ----------------------------------
 
-def _reader(node, **extra):
-    raw = {"nodes": "127.0.0.1:%d" % node.port, "queue": "sq"}
-    raw.update(extra)
-    before = signal.getsignal(signal.SIGTERM)
-    try:
-        return StreamReader(parse_options(raw, STREAM_READ_MODE))
-    finally:
-        signal.signal(signal.SIGTERM, before)  # nackDelayMs installs a handler: not in pytest's process
+def _reader(node, queue="sq", **extra):
+    return stream_reader(node, queue, **extra)
 
 
 def test_stream_reader_batches_commit_and_the_closing_empty_batch(node):

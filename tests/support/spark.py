@@ -255,3 +255,19 @@ def write_driver(nodes, queue, source_dir, checkpoint, row_sleep, hold=""):
 
 if __name__ == "__main__":
     {"read": read_driver, "write": write_driver}[sys.argv[1]](*sys.argv[2:])
+
+
+def stream_reader(node, queue, **options):
+    """A ``StreamReader`` of ``queue`` on ``node`` with the streaming read's
+    ``options``, made as Spark makes it, with SIGTERM's handler put back
+    (``nackDelayMs`` installs one: not in pytest's process)."""
+    from disque.spark.options import STREAM_READ_MODE, parse_options
+    from disque.spark.stream_read import StreamReader
+
+    raw = {"nodes": "127.0.0.1:%d" % node.port, "queue": queue}
+    raw.update(options)
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        return StreamReader(parse_options(raw, STREAM_READ_MODE))
+    finally:
+        signal.signal(signal.SIGTERM, before)
