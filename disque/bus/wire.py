@@ -389,6 +389,14 @@ def encode(header: messages.Header, msg, version: int = VERSION) -> bytes:
     """The frame (without the length prefix) for ``msg`` sent by
     ``header``, in ``version`` (2 to 5: what the receiver reads)."""
     cls = type(msg)
+    out = _head(header, cls, version)
+    _CODECS[cls][0](out, msg, version)
+    return b"".join(out)
+
+
+def _head(header: messages.Header, cls, version: int) -> list:
+    """The parts of a frame of type ``cls`` before its body: the preamble
+    and the sender's host, every field checked."""
     code = _CODE_OF.get(cls)
     if code is None:
         raise WireError("not a bus message: %r" % (cls,))
@@ -400,10 +408,8 @@ def encode(header: messages.Header, msg, version: int = VERSION) -> bytes:
         raise WireError("cannot write version %d" % version)
     if version < FIRST_VERSION.get(cls, 0):
         raise WireError("%s needs bus version %d" % (cls.__name__, FIRST_VERSION[cls]))
-    out = [_PREAMBLE.pack(MAGIC, version, code, header.sender, header.port, header.flags, len(header.host)),
-           header.host]
-    _CODECS[cls][0](out, msg, version)
-    return b"".join(out)
+    return [_PREAMBLE.pack(MAGIC, version, code, header.sender, header.port, header.flags, len(header.host)),
+            header.host]
 
 
 def job_record(record: messages.JobRecord, version: int = VERSION) -> bytes:
@@ -421,10 +427,10 @@ def encode_repljobs(header: messages.Header, records) -> bytes:
     ``encode(header, ReplJobs(...), 5)``."""
     if len(records) > MAX_JOBS:
         raise WireError("too many jobs")
-    if len(header.sender) != ID_LEN or len(header.host) > 255:
-        raise WireError("bad header")
-    return b"".join([_PREAMBLE.pack(MAGIC, BATCHES, _CODE_OF[messages.ReplJobs], header.sender, header.port,
-                                    header.flags, len(header.host)), header.host, _U32.pack(len(records))] + records)
+    out = _head(header, messages.ReplJobs, BATCHES)
+    out.append(_U32.pack(len(records)))
+    out += records
+    return b"".join(out)
 
 
 def decode(frame: bytes):
