@@ -101,12 +101,12 @@ class JobExtra:
             and self.confirmed is None and self.dedup is None
 
 
-def _via_extra(name, read=None):
+def _via_extra(name, read):
     """The reader of ``job.extra.<name>``: on CPython a C-level
     ``attrgetter``; on PyPy, whose ``attrgetter`` of a dotted name is
     Python code (4 to 8 times slower there than a plain function the JIT
     inlines), ``read``, that function."""
-    if read is not None and sys.implementation.name == "pypy":
+    if sys.implementation.name == "pypy":
         return read
     return attrgetter("extra." + name)
 
