@@ -46,6 +46,11 @@ def available():
     return None
 
 
+#: How many times a command on an element found by selector is tried when
+#: the page keeps replacing that element.
+STALE_RETRIES = 5
+
+
 class WebDriverError(Exception):
     def __init__(self, status, error, message):
         super().__init__("%s (HTTP %s): %s" % (error, status, message))
@@ -224,23 +229,35 @@ class Session:
         return [Element(v[ELEMENT]) for v in self.call("POST", "/elements", {"using": "css selector", "value": css})]
 
     def click(self, css_or_element):
-        element = self._element(css_or_element)
-        self.call("POST", "/element/%s/click" % element)
+        self._on_element(css_or_element, "POST", "/click")
 
     def text(self, css_or_element):
-        return self.call("GET", "/element/%s/text" % self._element(css_or_element))
+        return self._on_element(css_or_element, "GET", "/text")
 
     def attribute(self, css_or_element, name):
-        return self.call("GET", "/element/%s/attribute/%s" % (self._element(css_or_element), name))
+        return self._on_element(css_or_element, "GET", "/attribute/%s" % name)
 
     def enabled(self, css_or_element):
-        return self.call("GET", "/element/%s/enabled" % self._element(css_or_element))
+        return self._on_element(css_or_element, "GET", "/enabled")
 
     def type(self, css_or_element, text):
-        self.call("POST", "/element/%s/value" % self._element(css_or_element), {"text": text})
+        self._on_element(css_or_element, "POST", "/value", {"text": text})
 
-    def _element(self, css_or_element):
-        return css_or_element if isinstance(css_or_element, Element) else self.find(css_or_element)
+    def _on_element(self, css_or_element, method, path, payload=None):
+        """One element command. Given a CSS selector, it is found afresh
+        when the page replaced the element between the find and the
+        command (the dashboard redraws its tables on every refresh): the
+        selector names whatever element matches now. An Element given by
+        reference is not looked up again, so a stale one still fails."""
+        if isinstance(css_or_element, Element):
+            return self.call(method, "/element/%s%s" % (css_or_element, path), payload)
+        for attempt in range(STALE_RETRIES):
+            element = self.find(css_or_element)
+            try:
+                return self.call(method, "/element/%s%s" % (element, path), payload)
+            except WebDriverError as e:
+                if e.error != "stale element reference" or attempt == STALE_RETRIES - 1:
+                    raise
 
     # -- pictures ---------------------------------------------------------------
 
