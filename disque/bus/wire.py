@@ -31,7 +31,14 @@ Version 5 adds GOTJOBS (``ids``: several GOTJOBs in one message) and
 REPLJOBS (``jobs``: several REPLJOBs in one message) and changes nothing
 else.
 
-A frame is written in the version its receiver reads: GOTJOBS and REPLJOBS
+Version 6 (the catalog: schedules and queue limits, docs/extensions.md)
+adds SETTINGS (a u32 count of catalog entries, each a str32 in the one
+encoding of ``disque.core.catalog``, then ``reply`` bool) and SETTINGSSUM
+(a 20-byte digest), and changes nothing else.
+
+A frame is written in the version its receiver reads: SETTINGS and
+SETTINGSSUM in version 6 to a peer whose frames carry ``H_SETTINGS`` (and
+never to another), GOTJOBS and REPLJOBS
 in version 5 to a peer whose frames carry the ``H_BATCHES`` header flag
 (and never to another), COUNTSASK and
 COUNTS in version 4 to a peer whose frames carry the ``H_COUNTS`` header
@@ -55,10 +62,12 @@ import struct
 
 from ..core import messages
 from ..core import options
+from ..core.catalog import BadEntry, check, decode_entry, encode_entry
 from ..core.job import MAX_JOB_COUNTER
 from ..core.limits import MAX_JOB_SECONDS
 
-VERSION = 5
+VERSION = 6
+SETTINGS = 6  # the version of SETTINGS and SETTINGSSUM (H_SETTINGS)
 BATCHES = 5  # the version of REPLJOBS and GOTJOBS (H_BATCHES)
 EXTENSIONS = 3  # the version of job options and NACKDELAY (H_EXTENSIONS)
 OLDEST_PEER = 2  # the version written to a peer that did not announce H_EXTENSIONS
@@ -69,6 +78,8 @@ MAX_IDS = 65535
 MAX_JOBS = 100_000
 MAX_PATTERNS = 1024  # a user's queue patterns in a COUNTSASK
 MAX_COUNTS = 10_000  # queues in a COUNTS answer
+MAX_ENTRIES = 4096  # catalog entries in a SETTINGS message
+DIGEST_LEN = 20  # a SETTINGSSUM's digest (SHA-1)
 
 _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
@@ -346,6 +357,36 @@ def _get_counts(r):
     return messages.Counts(token, jobs, queued, total, matching, queues, r.u16(), r.bool(), r.str8())
 
 
+def _put_settings(out, m, version):
+    if len(m.entries) > MAX_ENTRIES:
+        raise WireError("too many catalog entries")
+    out.append(_U32.pack(len(m.entries)))
+    try:
+        for entry in m.entries:
+            check(entry)
+            _put_str32(out, encode_entry(entry))
+    except (BadEntry, struct.error) as e:
+        raise WireError("settings: %s" % e) from None
+    out.append(_U8.pack(1 if m.reply else 0))
+
+
+def _get_settings(r):
+    n = r.u32()
+    if n > MAX_ENTRIES:
+        raise WireError("too many catalog entries")
+    try:
+        entries = tuple(decode_entry(bytes(r.str32())) for _ in range(n))
+    except BadEntry as e:
+        raise WireError("settings: %s" % e) from None
+    return messages.Settings(entries, r.bool())
+
+
+def _put_sum(out, m, version):
+    if len(m.digest) != DIGEST_LEN:
+        raise WireError("bad catalog digest")
+    out.append(m.digest)
+
+
 _CODECS = {
     messages.Meet: _gossip_msg(messages.Meet),
     messages.Ping: _gossip_msg(messages.Ping),
@@ -376,10 +417,13 @@ _CODECS = {
                      lambda r: messages.Pause(r.str32(), r.u8())),
     messages.CountsAsk: (_put_ask, _get_ask),
     messages.Counts: (_put_counts, _get_counts),
+    messages.Settings: (_put_settings, _get_settings),
+    messages.SettingsSum: (_put_sum, lambda r: messages.SettingsSum(bytes(r.take(DIGEST_LEN)))),
 }
 #: Messages that older versions do not know (never written to their nodes).
 FIRST_VERSION = {messages.NackDelay: EXTENSIONS, messages.CountsAsk: 4, messages.Counts: 4,
-                 messages.GotJobs: BATCHES, messages.ReplJobs: BATCHES}
+                 messages.GotJobs: BATCHES, messages.ReplJobs: BATCHES,
+                 messages.Settings: SETTINGS, messages.SettingsSum: SETTINGS}
 _CODE_OF = {cls: code for code, cls in messages.TYPES}
 _CLASS_OF = {code: cls for code, cls in messages.TYPES}
 assert set(_CODECS) == set(_CODE_OF)
@@ -387,7 +431,7 @@ assert set(_CODECS) == set(_CODE_OF)
 
 def encode(header: messages.Header, msg, version: int = VERSION) -> bytes:
     """The frame (without the length prefix) for ``msg`` sent by
-    ``header``, in ``version`` (2 to 5: what the receiver reads)."""
+    ``header``, in ``version`` (2 to 6: what the receiver reads)."""
     cls = type(msg)
     out = _head(header, cls, version)
     _CODECS[cls][0](out, msg, version)

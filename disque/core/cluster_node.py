@@ -44,7 +44,8 @@ class ClusterNode:
 
     __slots__ = ("id", "host", "port", "handshake", "pfail", "fail", "leaving", "ping_sent",
                  "pong_received", "ping_received", "last_ping", "fail_reports", "connected", "created", "meet",
-                 "explicit", "claimed_from", "extensions", "counts", "batches")
+                 "explicit", "claimed_from", "extensions", "counts", "batches",
+                 "settings", "settings_synced")
 
     def __init__(self, node_id: bytes, host: bytes = b"", port: int = 0, now: int = 0):
         self.id = node_id
@@ -76,6 +77,11 @@ class ClusterNode:
         # The peer said it reads bus version 5 (H_BATCHES): the GOTJOBs of
         # one batch to it may leave as one GOTJOBS (disque.node.effects).
         self.batches = False
+        # The peer said it reads bus version 6 (H_SETTINGS): it keeps the
+        # catalog (disque.core.settings); ``settings_synced``: the catalogs
+        # were exchanged since our link to it last came up.
+        self.settings = False
+        self.settings_synced = False
 
     @property
     def reachable(self) -> bool:

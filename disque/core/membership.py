@@ -147,7 +147,7 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
         me = self.myself
         return messages.Header(me.id, me.host, me.port,
                                (messages.H_LEAVING if self.leaving else 0) | messages.H_EXTENSIONS
-                               | messages.H_COUNTS | messages.H_BATCHES)
+                               | messages.H_COUNTS | messages.H_BATCHES | messages.H_SETTINGS)
 
     # -- sending -----------------------------------------------------------
 
@@ -243,6 +243,7 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
         node = self.nodes.get(node_id)
         if node is not None:
             node.connected = False
+            node.settings_synced = False
 
     # -- receiving ---------------------------------------------------------
 
@@ -276,6 +277,7 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
         sender.extensions = bool(header.flags & messages.H_EXTENSIONS)
         sender.counts = bool(header.flags & messages.H_COUNTS)
         sender.batches = bool(header.flags & messages.H_BATCHES)
+        sender.settings = bool(header.flags & messages.H_SETTINGS)
         if kind is messages.Pong:
             sender.ping_sent = 0
             sender.pong_received = now

@@ -19,6 +19,7 @@ H_LEAVING = 1  # the sender is leaving the cluster
 H_EXTENSIONS = 2  # the sender reads bus version 3: job options, NACKDELAY (docs/extensions.md)
 H_COUNTS = 4  # the sender reads bus version 4: COUNTSASK, COUNTS (the dashboard's cluster view)
 H_BATCHES = 8  # the sender reads bus version 5: REPLJOBS and GOTJOBS (many in one message)
+H_SETTINGS = 16  # the sender reads bus version 6: SETTINGS, SETTINGSSUM (the catalog), QDEMAND (queue limits)
 
 # Gossip entry flags
 G_PFAIL = 1  # the sender did not hear from that node within the timeout
@@ -222,6 +223,27 @@ class Counts(NamedTuple):
     http_bind: bytes
 
 
+# -- the catalog (disque.core.settings): schedules and queue limits -------------
+
+class Settings(NamedTuple):
+    """Catalog entries (disque.core.catalog.Entry) the receiver merges: a
+    change made by the sender, what it holds that the receiver lacks, or
+    its whole catalog (a link that came up, an answer to SETTINGSSUM).
+    ``reply``: the sender asks for the entries it lacks in return.  Bus
+    version 6 only."""
+
+    entries: tuple  # of disque.core.catalog.Entry
+    reply: bool
+
+
+class SettingsSum(NamedTuple):
+    """The digest of the sender's catalog (``Catalog.digest``): a receiver
+    whose catalog differs answers with its whole catalog.  Bus version 6
+    only."""
+
+    digest: bytes
+
+
 # Wire type codes: stable, never reused (the bus protocol is versioned).
 TYPES = (
     (1, Meet), (2, Ping), (3, Pong), (4, Fail),
@@ -230,4 +252,5 @@ TYPES = (
     (20, SetAck), (21, GotAck), (22, DelJob),
     (30, NeedJobs), (31, YourJobs), (32, Pause),
     (40, CountsAsk), (41, Counts),
+    (50, Settings), (51, SettingsSum),
 )

@@ -21,6 +21,8 @@ attribute     module                      what it holds and does
 ``latency``   :mod:`~disque.core.latency` GETJOB wait, replication and
                                           ADDJOB-to-ACK histograms
 ``cluster``   :mod:`~disque.core.membership` membership, gossip, failures
+``settings``  :mod:`~disque.core.settings`  the catalog every node keeps
+                                          alike: schedules, queue limits
 ``schedule``  :mod:`~disque.core.schedule`  due-time index of jobs
 ``timers``    :mod:`~disque.core.schedule`  the same, for blocked GETJOBs
                                           and ADDJOBs waiting for copies
@@ -61,6 +63,7 @@ from .queues import Queues
 from .requeue import Requeue
 from .schedule import Schedule
 from .deadletter import DeadLetters
+from .settings import Settings
 
 CRON_PERIOD_MS = 100  # membership and federation housekeeping
 # Jobs processed by one run_due() or tick() (the original's processJobs
@@ -93,12 +96,13 @@ class NodeState:
         self.requeue = Requeue(self)
         self.acks = Acks(self)
         self.dead_letters = DeadLetters(self)
+        self.settings = Settings(self)  # the catalog: schedules, queue limits
         # Queues that got jobs while clients wait on them: the runtime may skip
         # getjob.serve_ready() when it is empty.
         self.ready = self.queues.ready
         self._last_cron = 0
         self._bus = {}
-        for part in (self.addjob, self.requeue, self.acks, self.queues, self.federation):
+        for part in (self.addjob, self.requeue, self.acks, self.queues, self.federation, self.settings):
             self._bus.update(part.handlers())
         self._timer_fired = {Blocked: self.getjob.time_out, Replication: self.addjob.step}
 
@@ -147,6 +151,7 @@ class NodeState:
             self._last_cron = now
             self.cluster.cron(now)
             self.federation.cron()
+            self.settings.cron()
         self.getjob.serve_ready()
 
     def _pop_due(self) -> None:

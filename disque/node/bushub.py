@@ -25,12 +25,17 @@ from ..io.logs import logger
 
 log = logger("disque")
 
-# The messages bus version 3 changed or added (the rest read the same in 2),
-# and those version 4 added.
-_V3_TYPES = frozenset((messages.ReplJob, messages.YourJobs, messages.NackDelay))
-_V4_TYPES = frozenset((messages.CountsAsk, messages.Counts))
-_V5_TYPES = frozenset((messages.GotJobs, messages.ReplJobs))
-_VERSIONED = _V3_TYPES | _V4_TYPES | _V5_TYPES
+# The messages written in a version newer than 2, and the peer flag
+# (disque.core.cluster_node) that says the peer reads it: version 3 changed
+# REPLJOB and YOURJOBS (job options) and added NACKDELAY, 4 added COUNTSASK
+# and COUNTS, 5 REPLJOBS and GOTJOBS, 6 SETTINGS and SETTINGSSUM.
+_NEEDS = {
+    messages.ReplJob: (wire.EXTENSIONS, "extensions"), messages.YourJobs: (wire.EXTENSIONS, "extensions"),
+    messages.NackDelay: (wire.EXTENSIONS, "extensions"),
+    messages.CountsAsk: (4, "counts"), messages.Counts: (4, "counts"),
+    messages.GotJobs: (wire.BATCHES, "batches"), messages.ReplJobs: (wire.BATCHES, "batches"),
+    messages.Settings: (wire.SETTINGS, "settings"), messages.SettingsSum: (wire.SETTINGS, "settings"),
+}
 
 
 @implementer(IBusHub)
@@ -149,21 +154,22 @@ class BusHub:
 
     def frame(self, msg, node_id, cached=True):
         """``msg`` encoded for peer ``node_id`` (once per version and
-        drain round, however many receivers): job records in bus version 3
-        to a peer that announced it reads it, COUNTSASK and COUNTS in
-        version 4 and GOTJOBS and REPLJOBS in version 5 to a peer that announced that,
-        everything else in version 2, which every node reads (bus/wire.py).  None for a message the peer
+        drain round, however many receivers): a message of ``_NEEDS`` in
+        its version to a peer that announced it reads it (job records in
+        version 3, COUNTSASK and COUNTS in 4, GOTJOBS and REPLJOBS in 5,
+        SETTINGS and SETTINGSSUM in 6), everything else in version 2, which
+        every node reads (bus/wire.py).  None for a message the peer
         cannot read (the core does not send them to such peers: a guard).
         ``cached`` False: a message made for one receiver and dropped at
         once (the cache is keyed by ``id(msg)``, which only a message kept
         alive for the whole round keeps to itself)."""
         version = wire.OLDEST_PEER
         kind = type(msg)
-        if kind in _VERSIONED and node_id is not None:
+        needs = _NEEDS.get(kind)
+        if needs is not None and node_id is not None:
             peer = self.node.cluster.nodes.get(node_id)
-            if peer is not None and (peer.batches if kind in _V5_TYPES else
-                                     peer.counts if kind in _V4_TYPES else peer.extensions):
-                version = wire.FIRST_VERSION.get(kind, wire.EXTENSIONS)
+            if peer is not None and getattr(peer, needs[1]):
+                version = needs[0]
             elif kind in wire.FIRST_VERSION:
                 log.warn("not sending {kind} to {node}: it runs an older bus version",
                          kind=kind.__name__, node=node_id[:8].decode("ascii", "replace"))

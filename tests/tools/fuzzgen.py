@@ -31,7 +31,7 @@ import random
 import struct
 
 from disque.bus import wire
-from disque.core import messages, options
+from disque.core import catalog, messages, options
 from disque.core.job import MAX_JOB_COUNTER
 from disque.core.limits import MAX_JOB_SECONDS
 from disque.resp.command import encode_command
@@ -462,6 +462,14 @@ class BusGen(_Generator):
             return cls(self._uint(32, hostile), self._uint(64, hostile), self._uint(64, hostile),
                        self._uint(32, hostile), self._uint(32, hostile), rows, self._uint(16, hostile),
                        rng.random() < 0.5, self.header(hostile).host)
+        if cls is messages.Settings:
+            kinds = (b"schedule", b"limit", b"fired")
+            entries = tuple(catalog.Entry(self._str(hostile) if hostile else rng.choice(kinds), self._str(hostile),
+                                          self._uint(64, hostile), v.node_id(), self._str(hostile))
+                            for _ in range(rng.randint(0, 3)))
+            return cls(entries, rng.random() < 0.5)
+        if cls is messages.SettingsSum:
+            return cls(bytes(rng.getrandbits(8) for _ in range(20)))
         return cls(v.job_id() if hostile else self.job(False).id)  # GotJob, Enqueue, WillQueue, Working
 
     def _frame(self, hostile):
