@@ -33,7 +33,7 @@ else.
 
 Version 6 (the catalog: schedules and queue limits, docs/extensions.md)
 adds SETTINGS (a u32 count of catalog entries, each a str32 in the one
-encoding of ``disque.core.catalog``, then ``reply`` bool) and SETTINGSSUM
+encoding of ``disque.core.catalog``, then ``mode`` u8: 0 to 2) and SETTINGSSUM
 (a 20-byte digest), and changes nothing else.
 
 A frame is written in the version its receiver reads: SETTINGS and
@@ -360,6 +360,8 @@ def _get_counts(r):
 def _put_settings(out, m, version):
     if len(m.entries) > MAX_ENTRIES:
         raise WireError("too many catalog entries")
+    if not messages.SETTINGS_PUSH <= m.mode <= messages.SETTINGS_ANSWER:
+        raise WireError("settings: unknown mode %d" % m.mode)
     out.append(_U32.pack(len(m.entries)))
     try:
         for entry in m.entries:
@@ -367,7 +369,7 @@ def _put_settings(out, m, version):
             _put_str32(out, encode_entry(entry))
     except (BadEntry, struct.error) as e:
         raise WireError("settings: %s" % e) from None
-    out.append(_U8.pack(1 if m.reply else 0))
+    out.append(_U8.pack(m.mode))
 
 
 def _get_settings(r):
@@ -378,7 +380,10 @@ def _get_settings(r):
         entries = tuple(decode_entry(bytes(r.str32())) for _ in range(n))
     except BadEntry as e:
         raise WireError("settings: %s" % e) from None
-    return messages.Settings(entries, r.bool())
+    mode = r.u8()
+    if mode > messages.SETTINGS_ANSWER:
+        raise WireError("settings: unknown mode %d" % mode)
+    return messages.Settings(entries, mode)
 
 
 def _put_sum(out, m, version):

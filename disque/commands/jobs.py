@@ -52,53 +52,63 @@ E_NACK_DELAY = CommandError(b"ERR", b"NACK DELAY must be a number of millisecond
 E_TOO_LONG = CommandError(b"ERR", b"TTL, DELAY and RETRY must be at most %d seconds" % MAX_JOB_SECONDS)
 
 
-@command("addjob", -4, "write denyoom fast")
-def addjob(ctx, client, argv):
-    node = ctx.node
-    size = node.cluster.size
-    repl = 3 if size > 3 else size
-    ttl = DEFAULT_TTL
-    retry = -1
-    delay = 0
-    maxlen = 0
-    async_ = False
-    dedup = None
+class JobArgs:
+    """ADDJOB's options as parsed by :func:`job_options` (SCHEDULE ADD
+    takes the same ones, disque.commands.schedules).  ``repl`` None: not
+    given (the default depends on the cluster's size when the job is made)."""
+
+    __slots__ = ("repl", "ttl", "retry", "delay", "maxlen", "async_", "dedup", "opts")
+
+    def __init__(self):
+        self.repl = None
+        self.ttl = DEFAULT_TTL
+        self.retry = -1
+        self.delay = 0
+        self.maxlen = 0
+        self.async_ = False
+        self.dedup = None
+        self.opts = None
+
+
+def job_options(node, argv, i, queue) -> JobArgs:
+    """ADDJOB's options ``argv[i:]`` for a job of ``queue``, checked as
+    ADDJOB checks them (raises CommandError)."""
+    args = JobArgs()
     priority = None  # the extensions (docs/extensions.md): JobOptions if any is used
     backoff = backoff_max = 0
     max_deliveries = node.addjob.max_deliveries
     deadletter = b""
-    i = 4
     argc = len(argv)
     while i < argc:
         opt = argv[i].lower()
         last = i == argc - 1
         if opt == b"replicate" and not last:
-            repl = _opt(argv, i, E_REPL)
-            if not 0 < repl <= 65535:
+            args.repl = _opt(argv, i, E_REPL)
+            if not 0 < args.repl <= 65535:
                 raise E_REPL
             i += 1
         elif opt == b"ttl" and not last:
-            ttl = _opt(argv, i, E_TTL)
-            if ttl <= 0:
+            args.ttl = _opt(argv, i, E_TTL)
+            if args.ttl <= 0:
                 raise E_TTL
             i += 1
         elif opt == b"retry" and not last:
-            retry = _opt(argv, i, E_RETRY)
-            if retry < 0:
+            args.retry = _opt(argv, i, E_RETRY)
+            if args.retry < 0:
                 raise E_RETRY
             i += 1
         elif opt == b"delay" and not last:
-            delay = _opt(argv, i, E_DELAY)
-            if delay < 0:
+            args.delay = _opt(argv, i, E_DELAY)
+            if args.delay < 0:
                 raise E_DELAY
             i += 1
         elif opt == b"maxlen" and not last:
-            maxlen = _opt(argv, i, E_MAXLEN)
-            if maxlen <= 0:
+            args.maxlen = _opt(argv, i, E_MAXLEN)
+            if args.maxlen <= 0:
                 raise E_MAXLEN
             i += 1
         elif opt == b"async":
-            async_ = True
+            args.async_ = True
         elif opt == b"priority" and not last:
             priority = _opt(argv, i, E_PRIORITY)
             if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
@@ -124,25 +134,48 @@ def addjob(ctx, client, argv):
             i += 1
         elif opt == b"deadletter" and not last:
             deadletter = argv[i + 1]
-            if not deadletter or deadletter == argv[1]:
+            if not deadletter or deadletter == queue:
                 raise E_DEADLETTER
             i += 1
         elif opt == b"dedup" and not last:
-            dedup = argv[i + 1]
-            if not 0 < len(dedup) <= MAX_KEY_LEN:
+            args.dedup = argv[i + 1]
+            if not 0 < len(args.dedup) <= MAX_KEY_LEN:
                 raise E_DEDUP
             i += 1
         else:
             raise SYNTAX
         i += 1
-    if ttl > MAX_JOB_SECONDS or retry > MAX_JOB_SECONDS or delay > MAX_JOB_SECONDS:
+    if args.ttl > MAX_JOB_SECONDS or args.retry > MAX_JOB_SECONDS or args.delay > MAX_JOB_SECONDS:
         raise E_TOO_LONG
-    opts = None
     if priority is not None or backoff or max_deliveries or deadletter:
         if deadletter and not max_deliveries:
             raise E_DEADLETTER_ALONE
-        opts = JobOptions(PRIORITY_DEFAULT if priority is None else priority, backoff, backoff_max,
-                          max_deliveries, deadletter, b"", b"")
+        args.opts = JobOptions(PRIORITY_DEFAULT if priority is None else priority, backoff, backoff_max,
+                               max_deliveries, deadletter, b"", b"")
+    return args
+
+
+@command("addjob", -4, "write denyoom fast")
+def addjob(ctx, client, argv):
+    node = ctx.node
+    if len(argv) > 4:
+        args = job_options(node, argv, 4, argv[1])
+        repl, ttl, retry, delay, maxlen = args.repl, args.ttl, args.retry, args.delay, args.maxlen
+        async_, dedup, opts = args.async_, args.dedup, args.opts
+        if repl is None:
+            size = node.cluster.size
+            repl = 3 if size > 3 else size
+    else:
+        size = node.cluster.size
+        repl = 3 if size > 3 else size
+        ttl = DEFAULT_TTL
+        retry = -1
+        delay = maxlen = 0
+        async_ = False
+        dedup = None
+        opts = None
+        if node.addjob.max_deliveries:  # the max-deliveries directive alone makes options
+            opts = job_options(node, argv, 4, argv[1]).opts
     timeout = parse_timeout(argv[3])
     job = None
     if dedup is not None:

@@ -43,7 +43,7 @@ class Replication:
     timer schedule: the next step or the client's deadline, the sooner."""
 
     __slots__ = ("job", "needed", "confirmed", "handle", "also", "ok", "fail", "deadline", "last_step",
-                 "async_", "awake")
+                 "async_", "awake", "notify")
 
     def __init__(self, job, needed, now):
         self.job = job
@@ -56,9 +56,13 @@ class Replication:
         self.last_step = now
         self.async_ = False
         self.awake = 0
+        self.notify = None  # the core's own waiter (a schedule's run): notify(ok) at the outcome
 
     def reply(self, outbox, payload) -> None:
-        """The outcome to every client waiting for it."""
+        """The outcome to every client waiting for it (and to the core's
+        own waiter: ``notify(ok)``)."""
+        if self.notify is not None:
+            self.notify(payload is self.ok)
         if self.handle is not None:
             outbox.append(Reply(self.handle, payload))
         for handle in self.also or ():
@@ -109,14 +113,17 @@ class AddJob:
         return ctime
 
     def add(self, queue: bytes, body: bytes, repl: int, delay: int, retry: int,
-            ttl: int, maxlen: int, async_: bool, dedup=None, opts=None):
+            ttl: int, maxlen: int, async_: bool, dedup=None, opts=None, job_id=None):
         """Create a job from ADDJOB; return it, or raise CommandError.
 
         ``retry`` is -1 when not given.  ``dedup`` is the job's DEDUP key;
         the caller asked :meth:`find_dedup` first (a key already indexed
         stays with its job).  ``opts`` are the job's JobOptions (the
-        extensions of docs/extensions.md), None for none.  With copies to make, the caller then waits
-        with :meth:`await_replication` (unless ``async_``).
+        extensions of docs/extensions.md), None for none.  ``job_id``: the
+        job's ID when the caller derived it (a schedule's run,
+        :mod:`disque.core.recurring`; the caller checked it is not known
+        here), else a new one.  With copies to make, the caller then waits
+        with :meth:`await_replication` or :meth:`await_copies` (unless ``async_``).
         """
         if repl > 1 and retry == 0:
             raise CommandError(b"ERR", b"With RETRY set to 0 please explicitly set  REPLICATE to 1 (at-most-once delivery)")
@@ -159,7 +166,7 @@ class AddJob:
         if etime[0] != now or etime[1] != ttl:
             etime = self._etime = (now, ttl, now + ttl * 1000)
         etime = etime[2]
-        job = Job(self.ids.new_id(ttl, retry), queue, body, WAIT_REPL, repl, ctime, etime, delay,
+        job = Job(job_id or self.ids.new_id(ttl, retry), queue, body, WAIT_REPL, repl, ctime, etime, delay,
                   retry, now + (delay or retry) * 1000, defaults)
         if not self._table.add(job.id, job):  # 144 random bits: only a bug gets here
             raise CommandError(b"ERR", b"Internal error creating the job, check server logs")
@@ -217,6 +224,19 @@ class AddJob:
             pending.deadline = self.node.now + timeout_ms
             if pending.deadline < pending.awake:
                 self._timers.set(pending, pending.deadline)
+
+    def await_copies(self, job, timeout_ms: int, notify) -> None:
+        """Wait, with no client, until the copies of ``job`` are confirmed
+        (``notify(True)``) or ``timeout_ms`` passes (``notify(False)``: the
+        job is void, as an ADDJOB's that got NOREPL).  For the core's own
+        jobs (a schedule's run)."""
+        pending = self._replicating[job.id]
+        pending.notify = notify
+        pending.ok = True
+        pending.fail = False
+        pending.deadline = self.node.now + timeout_ms
+        if pending.deadline < pending.awake:
+            self._timers.set(pending, pending.deadline)
 
     # -- Replication ----------------------------------------------------------------
 

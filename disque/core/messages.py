@@ -226,14 +226,20 @@ class Counts(NamedTuple):
 # -- the catalog (disque.core.settings): schedules and queue limits -------------
 
 class Settings(NamedTuple):
-    """Catalog entries (disque.core.catalog.Entry) the receiver merges: a
-    change made by the sender, what it holds that the receiver lacks, or
-    its whole catalog (a link that came up, an answer to SETTINGSSUM).
-    ``reply``: the sender asks for the entries it lacks in return.  Bus
-    version 6 only."""
+    """Catalog entries (disque.core.catalog.Entry) the receiver merges,
+    sent as ``mode`` says: SETTINGS_PUSH, a change made or learned by the
+    sender; SETTINGS_ASK, the sender's whole catalog (a link that came up,
+    an answer to SETTINGSSUM), asking for what the receiver holds newer or
+    the sender lacks; SETTINGS_ANSWER, that answer (sent even when empty:
+    it tells the asker the exchange is complete).  Bus version 6 only."""
 
     entries: tuple  # of disque.core.catalog.Entry
-    reply: bool
+    mode: int
+
+
+SETTINGS_PUSH = 0
+SETTINGS_ASK = 1
+SETTINGS_ANSWER = 2
 
 
 class SettingsSum(NamedTuple):

@@ -23,6 +23,8 @@ attribute     module                      what it holds and does
 ``cluster``   :mod:`~disque.core.membership` membership, gossip, failures
 ``settings``  :mod:`~disque.core.settings`  the catalog every node keeps
                                           alike: schedules, queue limits
+``recurring`` :mod:`~disque.core.recurring` schedules: their runs fired
+                                          once, whichever nodes are up
 ``schedule``  :mod:`~disque.core.schedule`  due-time index of jobs
 ``timers``    :mod:`~disque.core.schedule`  the same, for blocked GETJOBs
                                           and ADDJOBs waiting for copies
@@ -64,6 +66,7 @@ from .requeue import Requeue
 from .schedule import Schedule
 from .deadletter import DeadLetters
 from .settings import Settings
+from .recurring import Recurring
 
 CRON_PERIOD_MS = 100  # membership and federation housekeeping
 # Jobs processed by one run_due() or tick() (the original's processJobs
@@ -97,6 +100,7 @@ class NodeState:
         self.acks = Acks(self)
         self.dead_letters = DeadLetters(self)
         self.settings = Settings(self)  # the catalog: schedules, queue limits
+        self.recurring = Recurring(self)  # schedules: their runs fired once
         # Queues that got jobs while clients wait on them: the runtime may skip
         # getjob.serve_ready() when it is empty.
         self.ready = self.queues.ready
@@ -141,12 +145,14 @@ class NodeState:
     def tick(self) -> None:
         """Periodic work (the runtime calls it ``hz`` times a second), after
         what is due: DEDUP keys past their window, idle queues reclaimed,
-        and every ``CRON_PERIOD_MS`` the cluster's and federation's cron."""
+        schedules' runs, and every ``CRON_PERIOD_MS`` the cluster's,
+        federation's and the catalog's cron."""
         now = self.now
         self._pop_due()
         if self.jobs.dedup.gone:
             self.jobs.dedup.expire(now)
         self.queues.reclaim_idle()
+        self.recurring.cron(now)
         if now - self._last_cron >= CRON_PERIOD_MS:
             self._last_cron = now
             self.cluster.cron(now)
@@ -232,5 +238,7 @@ class NodeState:
             self.flush_all()
             self.cluster.reset(new_id)
             self.addjob.set_node_id(new_id)
+            self.settings.catalog.clear()
+            self.recurring.clear()
         else:
             self.cluster.reset()

@@ -8,14 +8,15 @@ How an entry reaches every node:
   to the AOF and sent at once to every known peer that reads bus version 6
   (SETTINGS).
 * **A link that comes up** (a node that joins, restarts, or a partition that
-  heals) gets this node's whole catalog with ``reply`` set, on the first
+  heals) gets this node's whole catalog as an ASK, on the first
   cron once the link is up and the peer has said it reads version 6: the
   peer merges it and answers with the entries this node lacks or holds
-  older.  Both ends do it, so after one exchange both hold the merge of
-  the two.
+  older (an ANSWER, sent even when empty).  Both ends do it, so after one
+  exchange both hold the merge of the two, and each knows which peers
+  answered since it last asked (:attr:`Settings.answered`).
 * **Anti-entropy.** Every ``SUM_PERIOD_MS`` the node sends the digest of its
   catalog (SETTINGSSUM) to one reachable peer, each in turn; a peer whose digest
-  differs answers with its whole catalog (``reply`` set), which brings the
+  differs asks with its whole catalog, which brings the
   two together as above.  A message lost to a dropped link is repaired
   within a few periods, link changes or not.
 
@@ -51,6 +52,10 @@ class Settings:
         self.changes = 0  # entries that won here (from anywhere): INFO
         self._last_sum = 0
         self._turn = 0  # whose turn for the digest: the peers in turn (the node's rng is left to the jobs)
+        # Peers that answered our last ASK (SETTINGS_ANSWER): their catalog
+        # and ours were merged both ways since.  A schedule fires nothing
+        # before the peers it can hear have answered (disque.core.recurring).
+        self.answered = set()
 
     def handlers(self) -> dict:
         return {messages.Settings: self.on_settings, messages.SettingsSum: self.on_sum}
@@ -101,25 +106,26 @@ class Settings:
     # -- the bus -------------------------------------------------------------
 
     def on_settings(self, sender: bytes, msg) -> None:
-        ours_newer = []
         entries = self.catalog.entries
+        ours_newer = []
         for entry in msg.entries:
             if self.catalog.merge(entry):
                 self._persist(entry)
                 self._apply(entry)
-            elif msg.reply:
+            elif msg.mode == messages.SETTINGS_ASK:
                 held = entries.get(entry.key)
                 if held is not None and held != entry:
                     ours_newer.append(held)
-        if msg.reply:
+        if msg.mode == messages.SETTINGS_ASK:
             theirs = {e.key for e in msg.entries}
             ours_newer.extend(e for k, e in entries.items() if k not in theirs)
-            if ours_newer:
-                self._send(sender, ours_newer, reply=False)
+            self._send(sender, ours_newer, messages.SETTINGS_ANSWER)
+        elif msg.mode == messages.SETTINGS_ANSWER:
+            self.answered.add(sender)
 
     def on_sum(self, sender: bytes, msg) -> None:
         if msg.digest != self.catalog.digest():
-            self._send(sender, list(self.catalog.entries.values()), reply=True)
+            self._ask(sender)
 
     def cron(self) -> None:
         """Exchange catalogs on links that came up; every ``SUM_PERIOD_MS``
@@ -128,7 +134,7 @@ class Settings:
         for peer in node.cluster.peers():
             if peer.connected and peer.settings and not peer.settings_synced and not peer.handshake:
                 peer.settings_synced = True
-                self._send(peer.id, list(self.catalog.entries.values()), reply=True)
+                self._ask(peer.id)
         if node.now - self._last_sum < SUM_PERIOD_MS:
             return
         self._last_sum = node.now
@@ -137,6 +143,14 @@ class Settings:
         if peers:
             self._turn += 1
             node.cluster.send(peers[self._turn % len(peers)], messages.SettingsSum(self.catalog.digest()))
+
+    def resync(self) -> None:
+        """Exchange catalogs with every peer again, as if every link had just
+        come up (this node was paused: what it holds may be stale), and
+        forget which peers answered: :attr:`answered` fills again."""
+        self.answered.clear()
+        for peer in self.node.cluster.peers():
+            peer.settings_synced = False
 
     # -- internals ---------------------------------------------------------------
 
@@ -159,12 +173,21 @@ class Settings:
     def _send_all(self, entries) -> None:
         for peer in self.node.cluster.peers():
             if peer.settings and not peer.handshake:
-                self._send(peer.id, entries, reply=False)
+                self._send(peer.id, entries, messages.SETTINGS_PUSH)
 
-    def _send(self, node_id: bytes, entries, reply: bool) -> None:
+    def _ask(self, node_id: bytes) -> None:
+        self.answered.discard(node_id)
+        self._send(node_id, self.catalog.entries.values(), messages.SETTINGS_ASK)
+
+    def _send(self, node_id: bytes, entries, mode: int) -> None:
+        """``entries`` to ``node_id`` in messages of at most
+        ``MAX_ENTRIES_PER_MESSAGE``; an ASK or ANSWER always goes, empty or
+        not, and only its last message carries the mode (the ones before
+        are pushes), so the peer answers, or counts the answer, once."""
         send = self.node.cluster.send
         entries = tuple(entries)
-        if not entries and reply:
-            send(node_id, messages.Settings((), True))  # an empty catalog still asks for theirs
-        for i in range(0, len(entries), MAX_ENTRIES_PER_MESSAGE):
-            send(node_id, messages.Settings(entries[i:i + MAX_ENTRIES_PER_MESSAGE], reply))
+        last = (len(entries) - 1) // MAX_ENTRIES_PER_MESSAGE * MAX_ENTRIES_PER_MESSAGE if entries else 0
+        for i in range(0, last, MAX_ENTRIES_PER_MESSAGE):
+            send(node_id, messages.Settings(entries[i:i + MAX_ENTRIES_PER_MESSAGE], messages.SETTINGS_PUSH))
+        if entries or mode != messages.SETTINGS_PUSH:
+            send(node_id, messages.Settings(entries[last:], mode))

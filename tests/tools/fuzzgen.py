@@ -467,7 +467,7 @@ class BusGen(_Generator):
             entries = tuple(catalog.Entry(self._str(hostile) if hostile else rng.choice(kinds), self._str(hostile),
                                           self._uint(64, hostile), v.node_id(), self._str(hostile))
                             for _ in range(rng.randint(0, 3)))
-            return cls(entries, rng.random() < 0.5)
+            return cls(entries, rng.randint(0, 3 if hostile else 2))
         if cls is messages.SettingsSum:
             return cls(bytes(rng.getrandbits(8) for _ in range(20)))
         return cls(v.job_id() if hostile else self.job(False).id)  # GotJob, Enqueue, WillQueue, Working

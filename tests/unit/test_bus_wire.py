@@ -50,7 +50,7 @@ MESSAGES = st.one_of(
     st.builds(messages.CountsAsk, u32, u32, small, st.booleans(), st.lists(small, max_size=4).map(tuple)),
     st.builds(messages.Counts, u32, u64, u64, u32, u32, st.lists(queue_counts, max_size=4).map(tuple),
               st.integers(0, 65535), st.booleans(), st.binary(max_size=255)),
-    st.builds(messages.Settings, st.lists(catalog_entries, max_size=3).map(tuple), st.booleans()),
+    st.builds(messages.Settings, st.lists(catalog_entries, max_size=3).map(tuple), st.integers(0, 2)),
     st.builds(messages.SettingsSum, st.binary(min_size=20, max_size=20)),
 )
 HEADERS = st.builds(messages.Header, ids, st.binary(max_size=255), st.integers(0, 65535), st.integers(0, 65535))
@@ -255,7 +255,7 @@ def test_version_5_frames_are_what_nodes_of_the_previous_version_read():
         v5, v6 = wire.encode(header, msg, 5), wire.encode(header, msg, 6)
         assert v5[2] == 5 and v6[2] == 6 and v5[3:] == v6[3:]
     entry = catalog.Entry(b"schedule", b"nightly", 1234, b"c" * 40, b"value")
-    for msg in (messages.Settings((entry,), True), messages.SettingsSum(b"d" * 20)):
+    for msg in (messages.Settings((entry,), messages.SETTINGS_ASK), messages.SettingsSum(b"d" * 20)):
         frame = bytearray(wire.encode(header, msg))
         assert frame[2] == 6 and wire.decode(bytes(frame))[1] == msg
         with pytest.raises(wire.WireError, match="needs bus version 6"):
@@ -264,7 +264,9 @@ def test_version_5_frames_are_what_nodes_of_the_previous_version_read():
         with pytest.raises(wire.WireError, match="unknown message type"):
             wire.decode(bytes(frame))
     with pytest.raises(wire.WireError, match="settings: catalog entry origin"):
-        wire.encode(header, messages.Settings((entry._replace(origin=b"short"),), False))
-    frame = wire.encode(header, messages.Settings((entry,), False))
+        wire.encode(header, messages.Settings((entry._replace(origin=b"short"),), messages.SETTINGS_PUSH))
+    frame = wire.encode(header, messages.Settings((entry,), messages.SETTINGS_PUSH))
     with pytest.raises(wire.WireError, match="settings: catalog entry origin"):
         wire.decode(frame.replace(b"c" * 40, b"c" * 39 + b"\n"))
+    with pytest.raises(wire.WireError, match="settings: unknown mode 3"):
+        wire.decode(frame[:-1] + b"\x03")

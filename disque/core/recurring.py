@@ -1,0 +1,291 @@
+"""Schedules: recurring jobs that every node fires, and that are added once.
+
+A schedule (its definition: :mod:`disque.core.cronspec`) is a catalog
+entry of kind ``schedule``; every node holds it (:mod:`disque.core.settings`).
+Its progress, the last run fired or skipped, is an entry of kind ``fired``
+whose stamp is that run's time: the latest run wins everywhere.
+
+**How a run is added once.** Every node that is up may fire each run, and
+they agree on what firing makes:
+
+* the job's ID is derived from (schedule, version, fire time)
+  (:func:`run_id`), and its DEDUP key names the run (:func:`run_key`): the
+  job several nodes make for one run is the same job (as for dead letters,
+  :mod:`disque.core.deadletter`): a node that holds it, or consumed it
+  within ``dedup-window``, adds nothing;
+* nodes take turns: for each run the nodes that keep the catalog, minus the
+  ones this node believes failing, are ranked by a hash of (schedule, run,
+  node ID), the same order on every node; the node ranked ``r`` fires
+  ``r * BACKUP_STEP_MS`` after the run's time, unless it has heard by then
+  that the run was fired.  In a healthy cluster the first-ranked node fires
+  and the others only learn of it;
+* a run counts as fired once its job is added with its copies (REPLICATE,
+  as ADDJOB: the copies confirmed): the firing node then sends its
+  progress to every node.  If it dies first, the next-ranked node fires
+  the run (with the same ID): no run is skipped while one node is up.
+
+**A node that may have missed news fires nothing** until it is *settled*:
+every peer it hears from has answered its catalog exchange (so it holds
+the cluster's latest progress), and every peer it does not hear from has
+had ``node_timeout`` to speak.  A node is unsettled when it starts and when
+it notices it was paused (its periodic call came ``PAUSE_GAP_MS`` late):
+it asks every peer again.
+
+**Catch-up.** A run more than ``late_ms()`` old that nobody fired (the
+whole cluster was down, or partitioned so that no side could fire it) is
+*late*; the schedule's CATCHUP policy says what happens to late runs:
+``skip`` (the default) drops them, ``one`` fires the last of them, ``all``
+fires each of them in order (at most ``MAX_RUNS_PER_CALL`` at a time).  A
+run the queue refuses (MAXLEN, PAUSED) is skipped; one that cannot get
+its copies (NOREPL) is tried again.
+
+**What this does not promise.** Two nodes that disagree on which peers are
+failing, or a partition with a node on each side, can fire one run on two
+sides: it is still one job ID, and when the sides meet the job is queued
+once (the lower node ID stands down, as for any job queued twice), but a
+consumer on each side may each have got it: at least once, as every
+Disque job.  A schedule changed on both sides of a partition converges to
+one version when it heals (the catalog's rule); runs fired meanwhile
+carry their side's version in their IDs.  Nodes' clocks must agree to
+well within ``BACKUP_STEP_MS``.
+
+Nothing here reads a clock: :meth:`Recurring.cron` gets the node's ``now``.
+"""
+
+import hashlib
+import struct
+from binascii import b2a_base64
+
+from .cronspec import (CATCHUP_ALL, CATCHUP_ONE, BadSpec, decode_spec, fire_times, next_fire)
+from .errors import CommandError
+from .job import WAIT_REPL, default_retry
+from .jobid import ttl_suffix
+
+KIND = b"schedule"
+PROGRESS = b"fired"
+BACKUP_STEP_MS = 1000  # the wait between one rank and the next
+FIRE_TIMEOUT_MS = 2000  # a run's copies not confirmed within this: tried again
+PAUSE_GAP_MS = 2000  # periodic calls this far apart: this node was paused
+LATE_MARGIN_MS = 2000
+MAX_RUNS_PER_CALL = 100
+MAX_NAME_LEN = 200
+_PROGRESS = struct.Struct(">QQQ")  # the fired entry's value: version, runs, skipped
+
+
+def run_id(name: bytes, version: int, fire_ms: int, ttl: int, retry: int) -> bytes:
+    """The job ID of the run of schedule ``name`` (at ``version``) due at
+    ``fire_ms``: the same on every node, with the TTL and delivery
+    guarantee of its options in the suffix, as every ID."""
+    digest = hashlib.sha256(b"schedule:%b\x00%d\x00%d" % (name, version, fire_ms)).digest()
+    return b"D-" + digest[:4].hex().encode() + b"-" + b2a_base64(digest[4:22], newline=False) \
+        + ttl_suffix(ttl, retry)
+
+
+def run_key(name: bytes, fire_ms: int) -> bytes:
+    """The DEDUP key of a run (SHOW shows it: which schedule, which time)."""
+    return b"schedule:%b@%d" % (name, fire_ms)
+
+
+class Progress:
+    """What the cluster knows of a schedule's runs (its ``fired`` entry)."""
+
+    __slots__ = ("last", "version", "runs", "skipped")
+
+    def __init__(self, last=0, version=0, runs=0, skipped=0):
+        self.last = last  # ms of the last run fired or skipped
+        self.version = version
+        self.runs = runs  # runs fired, cluster-wide, as far as the last firing node knew
+        self.skipped = skipped
+
+
+class Recurring:
+    def __init__(self, node):
+        self.node = node
+        self.specs = {}  # name -> (version, ScheduleSpec): the live schedules
+        self.progress = {}  # name -> Progress
+        self._next = {}  # name -> the next run owed (ms)
+        self._pending = {}  # name -> run being fired here, waiting for its copies
+        self.fired_here = {}  # name -> runs this node fired
+        self.errors = {}  # name -> the last reason a run could not fire here
+        self.fired = 0  # runs fired by this node (INFO)
+        self.skipped = 0  # late or refused runs this node skipped
+        self.settled = False
+        self.settled_at = 0
+        self._since = None  # when this node (re)started listening for news
+        self._last_call = None
+        node.settings.on(KIND, self._on_schedule)
+        node.settings.on(PROGRESS, self._on_progress)
+
+    # -- the catalog ---------------------------------------------------------------
+
+    def _on_schedule(self, entry) -> None:
+        name = entry.name
+        if entry.deleted:
+            self.specs.pop(name, None)
+            self._next.pop(name, None)
+            return
+        try:
+            spec = decode_spec(entry.value)
+        except BadSpec:
+            return  # a newer version's definition: kept in the catalog, not run here
+        self.specs[name] = (entry.stamp, spec)
+        self._reckon(name)
+
+    def _on_progress(self, entry) -> None:
+        try:
+            version, runs, skipped = _PROGRESS.unpack(entry.value)
+        except struct.error:
+            return
+        self.progress[entry.name] = Progress(entry.stamp, version, runs, skipped)
+        self._reckon(entry.name)
+
+    def _reckon(self, name) -> None:
+        """The next run owed of ``name``, after its progress."""
+        held = self.specs.get(name)
+        if held is not None:
+            p = self.progress.get(name)
+            self._next[name] = next_fire(held[1], p.last if p is not None else 0)
+
+    def get(self, name):
+        """``(version, spec)`` of a live schedule, or None."""
+        return self.specs.get(name)
+
+    def upcoming(self, name, count: int) -> list:
+        """The next ``count`` runs owed of ``name`` (ms)."""
+        version, spec = self.specs[name]
+        p = self.progress.get(name)
+        out = []
+        t = p.last if p is not None else 0
+        for _ in range(count):
+            t = next_fire(spec, t)
+            out.append(t)
+        return out
+
+    # -- firing --------------------------------------------------------------------
+
+    def cron(self, now: int) -> None:
+        """Fire what is due (the node's tick calls it)."""
+        last, self._last_call = self._last_call, now
+        if self._since is None:
+            self._since = now
+        elif last is not None and now - last > PAUSE_GAP_MS:
+            self.unsettle(now)
+        if not self.specs:
+            return
+        if not self.settled and not self._settle(now):
+            return
+        for name in list(self.specs):
+            if name not in self._pending and self._next.get(name, now + 1) <= now:
+                self._due(name, now)
+
+    def unsettle(self, now: int) -> None:
+        """Fire nothing until the catalog is exchanged again with every
+        peer that can be heard (this node was paused, or just started)."""
+        self.settled = False
+        self._since = now
+        self.node.settings.resync()
+
+    def _settle(self, now: int) -> bool:
+        since = self._since
+        answered = self.node.settings.answered
+        cluster = self.node.cluster
+        for peer in cluster.peers():
+            if peer.handshake:
+                continue
+            if max(peer.pong_received, peer.ping_received) >= since:
+                if peer.settings and peer.id not in answered:
+                    return False
+            elif now - since < cluster.node_timeout:
+                return False
+        self.settled = True
+        self.settled_at = now
+        return True
+
+    def _eligible(self) -> list:
+        """The nodes that take turns firing: this one, and the peers that
+        keep the catalog and are not believed failing or leaving."""
+        cluster = self.node.cluster
+        return [cluster.my_id] + [p.id for p in cluster.peers()
+                                  if p.settings and not (p.handshake or p.pfail or p.fail or p.leaving)]
+
+    def late_ms(self, nodes: int) -> int:
+        """How old an unfired run is when every node would have fired it."""
+        return BACKUP_STEP_MS * (nodes + 1) + LATE_MARGIN_MS
+
+    def _due(self, name, now) -> None:
+        version, spec = self.specs[name]
+        if spec.paused:
+            return
+        p = self.progress.get(name)
+        times = fire_times(spec, p.last if p is not None else 0, now, MAX_RUNS_PER_CALL)
+        if not times:
+            return
+        nodes = self._eligible()
+        horizon = now - self.late_ms(len(nodes))
+        late = [t for t in times if t < horizon]
+        if late and spec.catchup != CATCHUP_ALL:
+            dropped = late[:-1] if spec.catchup == CATCHUP_ONE else late
+            if dropped:
+                self._skip(name, version, dropped[-1], len(dropped))
+                times = times[len(dropped):]
+                if not times:
+                    return
+        t = times[0]
+        rank = sorted(nodes, key=lambda n: hashlib.sha256(b"%b\x00%d\x00%b" % (name, t, n)).digest()) \
+            .index(self.node.my_id)
+        if now >= max(t, self.settled_at) + rank * BACKUP_STEP_MS:
+            self._fire(name, version, spec, t)
+
+    def _fire(self, name, version, spec, t) -> None:
+        node = self.node
+        ttl = spec.ttl
+        retry = spec.retry if spec.retry >= 0 else default_retry(ttl)
+        job_id = run_id(name, version, t, ttl, retry)
+        key = run_key(name, t)
+        if node.jobs.get(job_id) is not None or node.jobs.dedup.find(spec.queue, key, node.now) is not None:
+            self._record(name, version, t, fired=False)  # made by another node: known here
+            return
+        size = node.cluster.size
+        repl = spec.repl or (3 if size > 3 else size)
+        try:
+            job = node.addjob.add(spec.queue, spec.body, repl, spec.delay, retry, ttl, spec.maxlen, False,
+                                  key, spec.opts, job_id)
+        except CommandError as e:
+            self.errors[name] = e.code + b" " + e.message
+            if e.code in (b"MAXLEN", b"PAUSED"):
+                self._skip(name, version, t, 1)  # the queue refused it: not owed later
+            return  # NOREPL: tried again at the next call (and by the next-ranked node)
+        if job.state == WAIT_REPL:
+            self._pending[name] = t
+            node.addjob.await_copies(job, FIRE_TIMEOUT_MS, lambda ok: self._replicated(name, version, t, ok))
+        else:
+            self._record(name, version, t, fired=True)
+
+    def _replicated(self, name, version, t, ok) -> None:
+        self._pending.pop(name, None)
+        if ok:
+            self._record(name, version, t, fired=True)
+        else:
+            self.errors[name] = b"NOREPL copies not confirmed within %d ms" % FIRE_TIMEOUT_MS
+
+    def _record(self, name, version, t, fired) -> None:
+        p = self.progress.get(name) or Progress()
+        if fired:
+            self.fired += 1
+            self.fired_here[name] = self.fired_here.get(name, 0) + 1
+            self.errors.pop(name, None)
+        self.node.settings.advance(PROGRESS, name, t, _PROGRESS.pack(version, p.runs + 1, p.skipped))
+
+    def _skip(self, name, version, t, count) -> None:
+        p = self.progress.get(name) or Progress()
+        self.skipped += count
+        self.node.settings.advance(PROGRESS, name, t, _PROGRESS.pack(version, p.runs, p.skipped + count))
+
+    def clear(self) -> None:
+        """CLUSTER RESET HARD: a fresh node knows no schedule."""
+        self.specs.clear()
+        self.progress.clear()
+        self._next.clear()
+        self._pending.clear()
+        self.fired_here.clear()
+        self.errors.clear()
