@@ -200,8 +200,15 @@ NOREPL_TIMEOUT = b"-NOREPL Timeout reached before replicating to the requested n
 
 def render_job_info(node, job) -> bytes:
     """SHOW's reply: a flat array of names and values."""
+    return render_fields(job_fields(node, job))
+
+
+def render_fields(fields) -> bytes:
+    """A flat array of names and values from ``(name, value)`` pairs, each
+    value an int, bytes, a tuple of ints or of bytes, or None (a null):
+    SHOW's reply, and SCHEDULE SHOW's."""
     out = []
-    for name, value in job_fields(node, job):
+    for name, value in fields:
         out.append(reply.bulk(name))
         if value is None:
             out.append(reply.NULL_BULK)

@@ -31,13 +31,17 @@ had ``node_timeout`` to speak.  A node is unsettled when it starts and when
 it notices it was paused (its periodic call came ``PAUSE_GAP_MS`` late):
 it asks every peer again.
 
-**Catch-up.** A run more than ``late_ms()`` old that nobody fired (the
-whole cluster was down, or partitioned so that no side could fire it) is
-*late*; the schedule's CATCHUP policy says what happens to late runs:
+**Catch-up.** A run that nobody fired and whose turn for this node came
+before this node came back (started or resumed) is *late*: if another
+node had been up, it would have fired it; the schedule's CATCHUP policy says what happens to late runs:
 ``skip`` (the default) drops them, ``one`` fires the last of them, ``all``
-fires each of them in order (at most ``MAX_RUNS_PER_CALL`` at a time).  A
-run the queue refuses (MAXLEN, PAUSED) is skipped; one that cannot get
-its copies (NOREPL) is tried again.
+fires each of them in order (at most ``MAX_RUNS_PER_CALL`` at a time).
+A node ranked ``r`` for a run due less than ``r * BACKUP_STEP_MS``
+before it came back fires it as any run, whatever the policy: it cannot
+tell the whole cluster's outage from the first-ranked node's death.  A run the queue refuses (MAXLEN, PAUSED)
+is skipped.  With fewer nodes reachable than its REPLICATE, a run is
+added with the copies it can get (no run is skipped while one node is
+up); one whose copies are not confirmed in time is tried again.
 
 **What this does not promise.** Two nodes that disagree on which peers are
 failing, or a partition with a node on each side, can fire one run on two
@@ -66,7 +70,6 @@ PROGRESS = b"fired"
 BACKUP_STEP_MS = 1000  # the wait between one rank and the next
 FIRE_TIMEOUT_MS = 2000  # a run's copies not confirmed within this: tried again
 PAUSE_GAP_MS = 2000  # periodic calls this far apart: this node was paused
-LATE_MARGIN_MS = 2000
 MAX_RUNS_PER_CALL = 100
 MAX_NAME_LEN = 200
 _PROGRESS = struct.Struct(">QQQ")  # the fired entry's value: version, runs, skipped
@@ -208,10 +211,6 @@ class Recurring:
         return [cluster.my_id] + [p.id for p in cluster.peers()
                                   if p.settings and not (p.handshake or p.pfail or p.fail or p.leaving)]
 
-    def late_ms(self, nodes: int) -> int:
-        """How old an unfired run is when every node would have fired it."""
-        return BACKUP_STEP_MS * (nodes + 1) + LATE_MARGIN_MS
-
     def _due(self, name, now) -> None:
         version, spec = self.specs[name]
         if spec.paused:
@@ -221,8 +220,10 @@ class Recurring:
         if not times:
             return
         nodes = self._eligible()
-        horizon = now - self.late_ms(len(nodes))
-        late = [t for t in times if t < horizon]
+        since = self._since
+        # Late: this node's turn for the run came while it was down (before
+        # it came back: started, resumed), and nobody fired it.
+        late = [t for t in times if t + self._rank(name, t, nodes) * BACKUP_STEP_MS < since]
         if late and spec.catchup != CATCHUP_ALL:
             dropped = late[:-1] if spec.catchup == CATCHUP_ONE else late
             if dropped:
@@ -231,10 +232,14 @@ class Recurring:
                 if not times:
                     return
         t = times[0]
-        rank = sorted(nodes, key=lambda n: hashlib.sha256(b"%b\x00%d\x00%b" % (name, t, n)).digest()) \
-            .index(self.node.my_id)
-        if now >= max(t, self.settled_at) + rank * BACKUP_STEP_MS:
+        if now >= max(t, self.settled_at) + self._rank(name, t, nodes) * BACKUP_STEP_MS:
             self._fire(name, version, spec, t)
+
+    def _rank(self, name, t, nodes) -> int:
+        """This node's turn for run ``t`` among ``nodes``: 0 fires at ``t``,
+        ``r`` at ``t + r * BACKUP_STEP_MS`` (the same order on every node)."""
+        return sorted(nodes, key=lambda n: hashlib.sha256(b"%b\x00%d\x00%b" % (name, t, n)).digest()) \
+            .index(self.node.my_id)
 
     def _fire(self, name, version, spec, t) -> None:
         node = self.node
@@ -247,6 +252,13 @@ class Recurring:
             return
         size = node.cluster.size
         repl = spec.repl or (3 if size > 3 else size)
+        room = node.cluster.room_for_copies() + 1
+        if repl > room:
+            # Fewer nodes up than copies asked for: the run is added with
+            # the copies it can get rather than not at all (no run is
+            # skipped while one node is up); SHOW's repl says how many.
+            self.errors[name] = b"NOREPL %d of %d copies: fewer nodes reachable" % (room, repl)
+            repl = room
         try:
             job = node.addjob.add(spec.queue, spec.body, repl, spec.delay, retry, ttl, spec.maxlen, False,
                                   key, spec.opts, job_id)
@@ -273,7 +285,6 @@ class Recurring:
         if fired:
             self.fired += 1
             self.fired_here[name] = self.fired_here.get(name, 0) + 1
-            self.errors.pop(name, None)
         self.node.settings.advance(PROGRESS, name, t, _PROGRESS.pack(version, p.runs + 1, p.skipped))
 
     def _skip(self, name, version, t, count) -> None:

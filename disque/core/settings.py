@@ -13,7 +13,9 @@ How an entry reaches every node:
   peer merges it and answers with the entries this node lacks or holds
   older (an ANSWER, sent even when empty).  Both ends do it, so after one
   exchange both hold the merge of the two, and each knows which peers
-  answered since it last asked (:attr:`Settings.answered`).
+  answered (or asked: their whole catalog came) since it last asked
+  (:attr:`Settings.answered`); it asks again every ``SUM_PERIOD_MS`` a
+  peer that has not (a message lost with a link).
 * **Anti-entropy.** Every ``SUM_PERIOD_MS`` the node sends the digest of its
   catalog (SETTINGSSUM) to one reachable peer, each in turn; a peer whose digest
   differs asks with its whole catalog, which brings the
@@ -120,6 +122,7 @@ class Settings:
             theirs = {e.key for e in msg.entries}
             ours_newer.extend(e for k, e in entries.items() if k not in theirs)
             self._send(sender, ours_newer, messages.SETTINGS_ANSWER)
+            self.answered.add(sender)  # its whole catalog is merged here: as good as an answer
         elif msg.mode == messages.SETTINGS_ANSWER:
             self.answered.add(sender)
 
@@ -138,6 +141,9 @@ class Settings:
         if node.now - self._last_sum < SUM_PERIOD_MS:
             return
         self._last_sum = node.now
+        for peer in node.cluster.peers():  # an ASK or its answer lost with a link: ask again
+            if peer.connected and peer.settings and peer.settings_synced and peer.id not in self.answered:
+                self._ask(peer.id)
         peers = sorted(n.id for n in node.cluster.peers()
                        if n.settings and n.reachable and n.connected and not n.handshake)
         if peers:

@@ -1,0 +1,236 @@
+"""Schedules (docs/extensions.md) on simulated clusters with the fake clock:
+every node knows a schedule, each run is fired by one node and added once,
+whichever nodes die, pause or restart; a change made during a partition
+converges; catch-up policies after the whole cluster was down."""
+
+import hashlib
+
+import pytest
+
+from disque.core import messages
+from disque.core.cronspec import CATCHUP_ALL, CATCHUP_ONE, CATCHUP_SKIP, ScheduleSpec, encode_spec
+from disque.core.queue import PAUSED_IN
+from disque.core.recurring import BACKUP_STEP_MS, KIND, Recurring, run_key
+from tests.support.sim import cluster
+
+
+def spec(sim, every_ms=1000, queue=b"q", repl=2, catchup=CATCHUP_SKIP, retry=30, ttl=600, paused=False):
+    return ScheduleSpec(paused, catchup, every_ms, sim.now, sim.now, b"", b"", queue, b"tick", repl, retry, ttl,
+                        0, 0, None)
+
+
+def add(sim, i, name=b"tick", **kw):
+    sim.call(i, "settings.change", KIND, name, encode_spec(spec(sim, **kw)))
+
+
+@pytest.fixture
+def fires(monkeypatch):
+    """Every run fired, as (node ID, fire time): a node that adds a run's
+    job records it here."""
+    log = []
+    record = Recurring._record
+
+    def logged(self, name, version, t, fired):
+        if fired:
+            log.append((self.node.my_id, t))
+        record(self, name, version, t, fired)
+
+    monkeypatch.setattr(Recurring, "_record", logged)
+    return log
+
+
+class Consumer:
+    """A client on every live node that takes every job of ``q`` and ACKs
+    it at once; what it got, by fire time (read from the DEDUP key)."""
+
+    def __init__(self, sim, queue=b"q"):
+        self.sim = sim
+        self.queue = queue
+        self.got = {}  # fire time -> job IDs, one per delivery
+
+    def step(self):
+        sim = self.sim
+        for i, node in enumerate(sim.nodes):
+            if not sim.alive[i]:
+                continue
+            jobs = sim.call(i, "getjob.get_jobs", [self.queue], 100)
+            for job in jobs:
+                t = int(job.dedup.rpartition(b"@")[2])
+                self.got.setdefault(t, []).append(job.id)
+            if jobs:
+                sim.call(i, "acks.ack_jobs", [j.id for j in jobs])
+
+    def run(self, ms, step=100):
+        end = self.sim.now + ms
+        while self.sim.now < end:
+            self.sim.advance(step, step=step)
+            self.step()
+
+
+def expected_runs(first, last, every=1000):
+    return list(range(first, last + 1, every))
+
+
+def test_a_schedule_reaches_every_node_and_each_run_is_fired_once(fires):
+    sim = cluster(3)
+    add(sim, 0)
+    assert all(b"tick" in n.recurring.specs for n in sim.nodes)
+    start = sim.now
+    consumer = Consumer(sim)
+    consumer.run(10_000)
+    times = sorted(consumer.got)
+    assert times == expected_runs(start + 1000, times[-1]) and len(times) >= 9
+    assert all(len(ids) == 1 for ids in consumer.got.values())
+    assert sorted(t for _, t in fires) == times  # one node fired each run
+    assert len({n for n, _ in fires}) == 3  # the turns are spread by the hash
+    p = sim.nodes[1].recurring.progress[b"tick"]
+    assert p.last == times[-1] and p.runs == len(times)
+
+
+def test_runs_go_on_with_one_node_left_and_none_is_doubled(fires):
+    """Nodes die (their jobs and state gone, as kill -9 without an AOF),
+    pause and come back, restart: every run is added once, as long as one
+    node is up."""
+    sim = cluster(3, node_timeout=2000)
+    add(sim, 0, repl=2, retry=5)
+    start = sim.now
+    consumer = Consumer(sim)
+    consumer.run(5_000)
+    sim.kill(2)  # killed: the next-ranked node fires its turns
+    consumer.run(6_000)
+    sim.kill(1)  # down to one node
+    consumer.run(6_000)
+    sim.restart(2)  # a fresh process: it learns the schedule and the progress from node 0
+    consumer.run(6_000)
+    assert b"tick" in sim.nodes[2].recurring.specs
+    sim.kill(0)  # paused (its state kept), while node 1 is still dead: node 2 alone
+    consumer.run(5_000)
+    sim.revive(0)  # resumed: it settles before firing anything
+    sim.restart(1)
+    consumer.run(20_000)  # every run's job delivered (RETRY requeues what died queued)
+    end = sim.now - 20_000
+    times = expected_runs(start + 1000, end)
+    assert [t for t in times if t not in consumer.got] == []
+    assert sorted(t for _, t in fires if t <= end) == times  # each run fired by exactly one node
+    assert all(len(set(ids)) == 1 for ids in consumer.got.values())  # one job per run
+
+
+def test_a_paused_node_fires_nothing_before_it_has_heard_the_others(fires):
+    sim = cluster(3, node_timeout=2000)
+    add(sim, 0)
+    sim.advance(3000)
+    sim.kill(2)  # paused: ticks stop, state kept
+    sim.advance(10_000)
+    before = len(fires)
+    sim.revive(2)
+    node = sim.nodes[2]
+    node.set_time(sim.now + 100)
+    node.tick()  # its first call after the pause: the gap unsettles it
+    assert not node.recurring.settled
+    sim._drain(2)
+    sim.pump()  # the ASKs answered
+    sim.advance(200)
+    assert node.recurring.settled
+    assert [n for n, t in fires[before:] if n == node.my_id and t < sim.now - 5000] == []
+
+
+def test_a_change_during_a_partition_converges_after_it_heals():
+    sim = cluster(3)
+    add(sim, 0, every_ms=1000)
+    sim.partition({0}, {1, 2})
+    sim.advance(500)
+    add(sim, 0, every_ms=2000)  # on the minority side
+    sim.advance(500)
+    add(sim, 2, every_ms=3000)  # later, on the majority side: it wins everywhere
+    sim.advance(500)
+    assert sim.nodes[0].recurring.specs[b"tick"][1].every_ms == 2000
+    assert sim.nodes[1].recurring.specs[b"tick"][1].every_ms == 3000
+    sim.heal()
+    sim.advance(3000)  # links come back (or the digest repairs it)
+    held = [n.recurring.specs[b"tick"] for n in sim.nodes]
+    assert all(h == held[0] for h in held) and held[0][1].every_ms == 3000
+    assert len({n.settings.catalog.digest() for n in sim.nodes}) == 1
+
+
+def test_a_deletion_wins_over_an_older_definition_held_elsewhere():
+    sim = cluster(3)
+    add(sim, 0)
+    sim.partition({0, 1}, {2})
+    sim.call(0, "settings.change", KIND, b"tick", b"")
+    sim.advance(500)
+    assert b"tick" not in sim.nodes[0].recurring.specs and b"tick" in sim.nodes[2].recurring.specs
+    sim.heal()
+    sim.advance(3000)
+    assert all(b"tick" not in n.recurring.specs for n in sim.nodes)
+
+
+@pytest.mark.parametrize("policy, least, most", [(CATCHUP_SKIP, 0, 2), (CATCHUP_ONE, 1, 3), (CATCHUP_ALL, 20, 20)])
+def test_catch_up_after_the_whole_cluster_was_down(policy, least, most, fires):
+    """20 runs due while every node was down: skip drops them, one fires
+    the last, all fires each; runs due less than a node's turn (rank x
+    BACKUP_STEP_MS, at most 2 s with 3 nodes) before it came back are fired
+    as on time whatever the policy (docs/extensions.md)."""
+    sim = cluster(3, node_timeout=2000)
+    add(sim, 0, catchup=policy, every_ms=1000)
+    sim.advance(1500)
+    down = sim.now
+    for i in range(3):
+        sim.kill(i)
+    sim.now += 20_000  # nobody up: 20 runs owed
+    for i in range(3):
+        sim.revive(i)
+    before = len(fires)
+    consumer = Consumer(sim)
+    consumer.run(40_000)
+    missed = [t for t, _ in consumer.got.items() if down < t <= down + 20_000]
+    assert least <= len(missed) <= most, missed
+    after = [t for t in consumer.got if t > down + 20_000]
+    assert len(after) >= 30  # and the runs after the restart go on
+    assert all(len(set(ids)) == 1 for ids in consumer.got.values())
+
+
+def test_the_next_ranked_node_fires_a_dead_nodes_turn_one_step_later(fires):
+    sim = cluster(3)  # node_timeout 15 s: nobody suspects the dead node yet
+    add(sim, 0)
+    sim.advance(2000)
+    t = sim.nodes[0].recurring._next[b"tick"]
+    nodes = [n.my_id for n in sim.nodes]
+    order = sorted(nodes, key=lambda n: hashlib.sha256(b"tick\x00%d\x00%b" % (t, n)).digest())
+    first, second = nodes.index(order[0]), nodes.index(order[1])
+    assert [sim.nodes[i].recurring._rank(b"tick", t, nodes) for i in (first, second)] == [0, 1]
+    sim.advance(t - 200 - sim.now)
+    sim.kill(first)
+    sim.advance(t + BACKUP_STEP_MS - 100 - sim.now)
+    assert [f for f in fires if f[1] == t] == []  # the backup waits its turn
+    sim.advance(200)
+    assert [f for f in fires if f[1] == t] == [(order[1], t)]
+    sim.advance(3000)
+    assert [f for f in fires if f[1] == t] == [(order[1], t)]  # and nobody else fires it
+
+
+def test_backups_wait_their_turn_and_stand_down_when_the_run_was_fired():
+    sim = cluster(3)
+    add(sim, 0)
+    sim.advance(3000)
+    runs = [m for _, _, m in sim.delivered if type(m) is messages.Settings
+            and any(e.kind == b"fired" for e in m.entries)]
+    assert runs  # each run's progress sent by its firer
+    p = [n.recurring.progress[b"tick"].last for n in sim.nodes]
+    assert p[0] == p[1] == p[2]
+    assert BACKUP_STEP_MS >= 500
+
+
+def test_a_run_refused_by_its_queue_is_skipped_not_owed():
+    sim = cluster(3)
+    add(sim, 0)
+    for i in range(3):
+        sim.call(i, "queues.set_pause", b"q", PAUSED_IN, True)  # ADDJOB refused
+    sim.advance(3500)
+    skipped = sum(n.recurring.skipped for n in sim.nodes)
+    assert skipped >= 2
+    assert all(b"PAUSED" in (n.recurring.errors.get(b"tick") or b"PAUSED") for n in sim.nodes)
+    assert all(n.queues.get(b"q") is None or len(n.queues.get(b"q").jobs) == 0 for n in sim.nodes)
+
+
+def test_the_run_key_names_the_schedule_and_the_time():
+    assert run_key(b"tick", 1234) == b"schedule:tick@1234"
