@@ -108,6 +108,18 @@ def info_cpu(ctx):
     ])
 
 
+def info_schedules(ctx):
+    """Schedules (docs/extensions.md): shown by default once one exists, so
+    a node without any answers INFO as the original."""
+    r = ctx.node.recurring
+    return _section(b"Schedules", [
+        ("schedules", len(r.specs)), ("schedules_paused", sum(1 for _, s in r.specs.values() if s.paused)),
+        ("schedule_runs_fired", r.fired), ("schedule_runs_skipped", r.skipped),
+        ("schedules_settled", 1 if r.settled else 0), ("catalog_entries", len(ctx.node.settings.catalog)),
+        ("catalog_changes", ctx.node.settings.changes),
+    ])
+
+
 def info_commandstats(ctx):
     fields = []
     for name in ORDER:
@@ -121,7 +133,7 @@ def info_commandstats(ctx):
 INFO_SECTIONS = {
     b"server": info_server, b"clients": info_clients, b"memory": info_memory,
     b"jobs": info_jobs, b"queues": info_queues, b"persistence": info_persistence,
-    b"stats": info_stats, b"cpu": info_cpu, b"commandstats": info_commandstats,
+    b"stats": info_stats, b"cpu": info_cpu, b"commandstats": info_commandstats, b"schedules": info_schedules,
 }
 DEFAULT_SECTIONS = (b"server", b"clients", b"memory", b"jobs", b"queues", b"persistence", b"stats", b"cpu")
 
@@ -129,7 +141,8 @@ DEFAULT_SECTIONS = (b"server", b"clients", b"memory", b"jobs", b"queues", b"pers
 def info_text(ctx, section: bytes = b"default") -> bytes:
     """Sections separated by an empty line; no empty line after the last."""
     if section in (b"default", b"all"):
-        names = DEFAULT_SECTIONS + ((b"commandstats",) if section == b"all" else ())
+        names = DEFAULT_SECTIONS + ((b"schedules",) if ctx.node.recurring.specs else ()) \
+            + ((b"commandstats",) if section == b"all" else ())
         return b"\r\n".join(INFO_SECTIONS[n](ctx) for n in names)
     fn = INFO_SECTIONS.get(section)
     return fn(ctx) if fn else b""

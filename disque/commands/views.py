@@ -182,6 +182,22 @@ def longest_queues(ctx, limit: int, visible=None) -> tuple:
     return [_counters(q) for q in head], [_counters(q) for q in queues if id(q) not in chosen]
 
 
+def schedule_rows(ctx, visible=None) -> list:
+    """[(name, queue, paused, runs, skipped, fired here, last run ms or 0,
+    next run ms)] of every schedule (docs/extensions.md), by name; with
+    ``visible`` (a test of queue names), those whose queue it accepts."""
+    r = ctx.node.recurring
+    out = []
+    for name in sorted(r.specs):
+        spec = r.specs[name][1]
+        if visible is not None and not visible(spec.queue):
+            continue
+        p = r.progress.get(name)
+        out.append((name, spec.queue, spec.paused, p.runs if p else 0, p.skipped if p else 0,
+                    r.fired_here.get(name, 0), p.last if p else 0, r.upcoming(name, 1)[0]))
+    return out
+
+
 def cluster_peers(ctx) -> list:
     """The other nodes in this node's table, in its order, as
     ``(id, address, up, connected, leaving)``: ``address`` is

@@ -164,6 +164,28 @@ def render(runtime, visible=None) -> bytes:
     e.family("disque_queue_paused", "gauge", "1 for each queue's pause state (QSTAT pause).",
              [({"queue": s[0], "state": s[6].decode()}, 1) for s in series if s[6] is not None])
 
+    # Schedules (docs/extensions.md): the series exist once a schedule does
+    schedules = views.schedule_rows(ctx, visible)
+    recurring = ctx.node.recurring
+    if recurring.specs:
+        e.one("disque_schedules", "gauge", "Schedules this node keeps (every node keeps them all).",
+              len(recurring.specs))
+        e.one("disque_schedules_settled", "gauge", "1 once this node has heard the cluster since it started or "
+              "resumed: it fires runs only then.", 1 if recurring.settled else 0)
+        e.one("disque_schedule_runs_skipped_total", "counter", "Runs this node skipped: due while the whole "
+              "cluster was down (CATCHUP skip or one), or refused by their queue (MAXLEN, PAUSED).",
+              recurring.skipped)
+        e.family("disque_schedule_runs_fired_total", "counter", "Runs of each schedule this node added.",
+                 [({"schedule": row[0]}, row[5]) for row in schedules])
+        e.family("disque_schedule_runs", "gauge", "Runs of each schedule added cluster-wide, as far as the "
+                 "node that added the last one knew.", [({"schedule": row[0]}, row[3]) for row in schedules])
+        e.family("disque_schedule_last_run_timestamp_seconds", "gauge", "Time of each schedule's last run "
+                 "(fired or skipped).", [({"schedule": row[0]}, row[6] / 1000.0) for row in schedules if row[6]])
+        e.family("disque_schedule_next_run_timestamp_seconds", "gauge", "Time of each schedule's next run.",
+                 [({"schedule": row[0]}, row[7] / 1000.0) for row in schedules])
+        e.family("disque_schedule_paused", "gauge", "1 for each paused schedule.",
+                 [({"schedule": row[0]}, 1 if row[2] else 0) for row in schedules])
+
     # Latency
     latency = node["latency"]
     e.histogram("disque_getjob_wait_seconds", "GETJOB waits: 0 when served at once, else until the job or the "

@@ -179,7 +179,6 @@ def test_catch_up_after_the_whole_cluster_was_down(policy, least, most, fires):
     sim.now += 20_000  # nobody up: 20 runs owed
     for i in range(3):
         sim.revive(i)
-    before = len(fires)
     consumer = Consumer(sim)
     consumer.run(40_000)
     missed = [t for t, _ in consumer.got.items() if down < t <= down + 20_000]
