@@ -62,13 +62,14 @@ from binascii import b2a_base64
 
 from .cronspec import (CATCHUP_ALL, CATCHUP_ONE, BadSpec, decode_spec, fire_times, next_fire)
 from .errors import CommandError
-from .job import WAIT_REPL, default_retry
+from .job import ACKED, QUEUED, WAIT_REPL, default_retry
 from .jobid import ttl_suffix
 
 KIND = b"schedule"
 PROGRESS = b"fired"
 BACKUP_STEP_MS = 1000  # the wait between one rank and the next
 FIRE_TIMEOUT_MS = 2000  # a run's copies not confirmed within this: tried again
+COPY_GRACE_MS = FIRE_TIMEOUT_MS + BACKUP_STEP_MS  # a copy older than this was confirmed, or its creator died
 PAUSE_GAP_MS = 2000  # periodic calls this far apart: this node was paused
 MAX_RUNS_PER_CALL = 100
 MAX_NAME_LEN = 200
@@ -247,8 +248,18 @@ class Recurring:
         retry = spec.retry if spec.retry >= 0 else default_retry(ttl)
         job_id = run_id(name, version, t, ttl, retry)
         key = run_key(name, t)
-        if node.jobs.get(job_id) is not None or node.jobs.dedup.find(spec.queue, key, node.now) is not None:
-            self._record(name, version, t, fired=False)  # made by another node: known here
+        copy = node.jobs.get(job_id)
+        if copy is not None:
+            # A copy of another node's run: proof the run was added once it
+            # is queued or acknowledged, or once its creator had the time
+            # to confirm or void it (a creator that died before either
+            # leaves copies that its RETRY requeues).  Before that, the
+            # creator may still void it: wait.
+            if copy.state in (QUEUED, ACKED) or node.now - copy.created_ms() >= COPY_GRACE_MS:
+                self._record(name, version, t, fired=False)
+            return
+        if node.jobs.dedup.find(spec.queue, key, node.now) is not None:
+            self._record(name, version, t, fired=False)  # consumed here within the dedup window
             return
         size = node.cluster.size
         repl = spec.repl or (3 if size > 3 else size)

@@ -115,6 +115,25 @@ def test_runs_go_on_with_one_node_left_and_none_is_doubled(fires):
     assert all(len(set(ids)) == 1 for ids in consumer.got.values())  # one job per run
 
 
+def test_a_copy_whose_creator_may_still_void_it_is_no_proof_of_a_run(fires):
+    """REPLICATE 3 with a node silent but not yet suspected: the run's
+    creator cannot confirm its third copy and voids the job; the node that
+    held the second copy must not take the run as added meanwhile."""
+    sim = cluster(3, node_timeout=6000)
+    add(sim, 0, repl=3, retry=5)
+    start = sim.now
+    consumer = Consumer(sim)
+    consumer.run(2_000)
+    sim.kill(2)  # silent: for 6 s the others still count it reachable
+    consumer.run(12_000)
+    sim.revive(2)
+    consumer.run(15_000)
+    end = sim.now - 15_000
+    times = expected_runs(start + 1000, end)
+    assert [t for t in times if t not in consumer.got] == []
+    assert all(len(ids) == 1 for t, ids in consumer.got.items() if t <= end)
+
+
 def test_a_paused_node_fires_nothing_before_it_has_heard_the_others(fires):
     sim = cluster(3, node_timeout=2000)
     add(sim, 0)
