@@ -31,14 +31,15 @@ had ``node_timeout`` to speak.  A node is unsettled when it starts and when
 it notices it was paused (its periodic call came ``PAUSE_GAP_MS`` late):
 it asks every peer again.
 
-**Catch-up.** A run that nobody fired and whose turn for this node came
-before this node came back (started or resumed) is *late*: if another
-node had been up, it would have fired it; the schedule's CATCHUP policy says what happens to late runs:
+**Catch-up.** A run that nobody fired and that was due more than
+:meth:`Recurring.late_window` before this node came back (started or
+resumed) is *late*: a node up then would have added it, so none was; the
+schedule's CATCHUP policy says what happens to late runs:
 ``skip`` (the default) drops them, ``one`` fires the last of them, ``all``
 fires each of them in order (at most ``MAX_RUNS_PER_CALL`` at a time).
-A node ranked ``r`` for a run due less than ``r * BACKUP_STEP_MS``
-before it came back fires it as any run, whatever the policy: it cannot
-tell the whole cluster's outage from the first-ranked node's death.  A run the queue refuses (MAXLEN, PAUSED)
+Runs due within the late window are fired as any run, whatever the
+policy: a node cannot tell the whole cluster's outage from a peer that
+was up and still trying.  A run the queue refuses (MAXLEN, PAUSED)
 is skipped.  With fewer nodes reachable than its REPLICATE, a run is
 added with the copies it can get (no run is skipped while one node is
 up); one whose copies are not confirmed in time is tried again.
@@ -61,6 +62,7 @@ import struct
 from binascii import b2a_base64
 
 from .cronspec import (CATCHUP_ALL, CATCHUP_ONE, BadSpec, decode_spec, fire_times, next_fire)
+from .effects import Notice
 from .errors import CommandError
 from .job import ACKED, QUEUED, WAIT_REPL, default_retry
 from .jobid import ttl_suffix
@@ -70,7 +72,7 @@ PROGRESS = b"fired"
 BACKUP_STEP_MS = 1000  # the wait between one rank and the next
 FIRE_TIMEOUT_MS = 2000  # a run's copies not confirmed within this: tried again
 COPY_GRACE_MS = FIRE_TIMEOUT_MS + BACKUP_STEP_MS  # a copy older than this was confirmed, or its creator died
-PAUSE_GAP_MS = 2000  # periodic calls this far apart: this node was paused
+PAUSE_GAP_MS = 500  # periodic calls (every 100 ms at hz 10) this far apart: this node was paused
 MAX_RUNS_PER_CALL = 100
 MAX_NAME_LEN = 200
 _PROGRESS = struct.Struct(">QQQ")  # the fired entry's value: version, runs, skipped
@@ -221,20 +223,28 @@ class Recurring:
         if not times:
             return
         nodes = self._eligible()
-        since = self._since
-        # Late: this node's turn for the run came while it was down (before
-        # it came back: started, resumed), and nobody fired it.
-        late = [t for t in times if t + self._rank(name, t, nodes) * BACKUP_STEP_MS < since]
+        # Late: due so long before this node came back (started, resumed)
+        # that a node up then would have added it, even one that had to
+        # wait for a silent peer to be suspected before making fewer copies.
+        horizon = self._since - self.late_window(len(nodes))
+        late = [t for t in times if t < horizon]
         if late and spec.catchup != CATCHUP_ALL:
             dropped = late[:-1] if spec.catchup == CATCHUP_ONE else late
             if dropped:
-                self._skip(name, version, dropped[-1], len(dropped))
+                self._skip(name, version, dropped[-1], len(dropped), "due while no node was up: CATCHUP %s"
+                           % ("one" if spec.catchup == CATCHUP_ONE else "skip"))
                 times = times[len(dropped):]
                 if not times:
                     return
         t = times[0]
         if now >= max(t, self.settled_at) + self._rank(name, t, nodes) * BACKUP_STEP_MS:
             self._fire(name, version, spec, t)
+
+    def late_window(self, nodes: int) -> int:
+        """How long before this node came back an unfired run is still
+        owed whatever the CATCHUP policy (ms): every node's turn, a
+        replication deadline, and the time to suspect a silent peer."""
+        return (nodes - 1) * BACKUP_STEP_MS + FIRE_TIMEOUT_MS + self.node.cluster.node_timeout
 
     def _rank(self, name, t, nodes) -> int:
         """This node's turn for run ``t`` among ``nodes``: 0 fires at ``t``,
@@ -276,7 +286,7 @@ class Recurring:
         except CommandError as e:
             self.errors[name] = e.code + b" " + e.message
             if e.code in (b"MAXLEN", b"PAUSED"):
-                self._skip(name, version, t, 1)  # the queue refused it: not owed later
+                self._skip(name, version, t, 1, "the queue refused it: %s" % e.code.decode())  # not owed later
             return  # NOREPL: tried again at the next call (and by the next-ranked node)
         if job.state == WAIT_REPL:
             self._pending[name] = t
@@ -298,9 +308,11 @@ class Recurring:
             self.fired_here[name] = self.fired_here.get(name, 0) + 1
         self.node.settings.advance(PROGRESS, name, t, _PROGRESS.pack(version, p.runs + 1, p.skipped))
 
-    def _skip(self, name, version, t, count) -> None:
+    def _skip(self, name, version, t, count, why) -> None:
         p = self.progress.get(name) or Progress()
         self.skipped += count
+        self.node.outbox.append(Notice("Schedule %s: %d run%s up to %d skipped (%s)" % (
+            name.decode("utf-8", "replace"), count, "" if count == 1 else "s", t, why), key=(b"skip", name)))
         self.node.settings.advance(PROGRESS, name, t, _PROGRESS.pack(version, p.runs, p.skipped + count))
 
     def clear(self) -> None:

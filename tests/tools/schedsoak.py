@@ -161,10 +161,22 @@ def run(options) -> dict:
                 unknown.append(job_id.decode())
             else:
                 by_run.setdefault(t, []).append({"node": node, "at": round(at, 3), "id": job_id.decode()})
+        missing = [t for t in owed if t not in by_run]
+        where = {}  # for each missing run: what each node holds of its job
+        job_of = {t: i for i, t in ids.items()}
+        for t in missing:
+            where[str(t)] = {}
+            for i, node in enumerate(cluster.nodes):
+                try:
+                    shown = call(node, "SHOW", job_of[t])
+                    where[str(t)][i] = None if shown is None else dict(zip(shown[::2], shown[1::2])).get(b"state")
+                except (OSError, ConnectionError) as e:
+                    where[str(t)][i] = "error: %s" % e
+        notices = [line for node in cluster.nodes for line in node.log().splitlines() if "Schedule " in line]
         report = {
             "seconds": options.seconds, "every_ms": options.every, "nodes": options.nodes, "seed": options.seed,
             "runs_owed": len(owed), "runs_delivered": len(by_run), "deliveries": len(consumer.deliveries),
-            "missing": [t for t in owed if t not in by_run],
+            "missing": missing, "missing_held": where, "notices": notices[-50:],
             "doubled": {str(t): d for t, d in by_run.items() if len(d) > 1},
             "unknown": unknown, "events": events, "consumer_errors": consumer.errors,
             "crashes": cluster.crashes, "tracebacks": cluster.tracebacks(),
