@@ -100,6 +100,29 @@ def _ranged(name: str, value, low: int, high: int) -> int:
     return value
 
 
+def _job_options(args: list, replicate, delay, retry, ttl, maxlen) -> None:
+    """ADDJOB's original options (SCHEDULE ADD's too) onto ``args``."""
+    _opt(args, "REPLICATE", replicate)
+    _opt(args, "DELAY", delay)
+    _opt(args, "RETRY", retry)
+    _opt(args, "TTL", ttl)
+    _opt(args, "MAXLEN", maxlen)
+
+
+def _extension_options(args: list, queue, priority, backoff, max_deliveries, deadletter) -> None:
+    """ADDJOB's extensions (SCHEDULE ADD's too) onto ``args``, checked first."""
+    if priority is not None:
+        args += ("PRIORITY", _ranged("priority", priority, PRIORITY_MIN, PRIORITY_MAX))
+    if backoff is not None:
+        args += backoff_args(backoff)
+    if max_deliveries is not None:
+        args += ("MAXDELIVERIES", _ranged("max_deliveries", max_deliveries, 1, MAX_DELIVERIES))
+    if deadletter is not None:
+        if not deadletter or text(deadletter) == text(queue):
+            raise ValueError("deadletter must name a queue other than the job's own, got %r" % (deadletter,))
+        args += ("DEADLETTER", deadletter)
+
+
 def backoff_args(backoff) -> list:
     """ADDJOB's BACKOFF arguments: an ``int`` of ms is ``BACKOFF FIXED ms``,
     a ``(base_ms, max_ms)`` pair ``BACKOFF EXP base max`` (the delay
@@ -151,24 +174,11 @@ class Commands:
         raise ValueError before anything is sent.  Raises NoReplication,
         Paused, MaxLen, OutOfMemory."""
         args = ["ADDJOB", queue, body, int(timeout)]
-        _opt(args, "REPLICATE", replicate)
-        _opt(args, "DELAY", delay)
-        _opt(args, "RETRY", retry)
-        _opt(args, "TTL", ttl)
-        _opt(args, "MAXLEN", maxlen)
+        _job_options(args, replicate, delay, retry, ttl, maxlen)
         if async_:
             args.append("ASYNC")
         _opt(args, "DEDUP", dedup)
-        if priority is not None:
-            args += ("PRIORITY", _ranged("priority", priority, PRIORITY_MIN, PRIORITY_MAX))
-        if backoff is not None:
-            args += backoff_args(backoff)
-        if max_deliveries is not None:
-            args += ("MAXDELIVERIES", _ranged("max_deliveries", max_deliveries, 1, MAX_DELIVERIES))
-        if deadletter is not None:
-            if not deadletter or text(deadletter) == text(queue):
-                raise ValueError("deadletter must name a queue other than the job's own, got %r" % (deadletter,))
-            args += ("DEADLETTER", deadletter)
+        _extension_options(args, queue, priority, backoff, max_deliveries, deadletter)
         return self._run(Call(args, text_reply))
 
     def get_jobs(self, *queues, count: int = 1, timeout: Optional[int] = None,
@@ -251,6 +261,60 @@ class Commands:
         """DELJOB: forget the jobs on this node only."""
         ids, prefer = _jobs_args(jobs)
         return self._run(Call(["DELJOB"] + ids, int_reply, prefer=prefer))
+
+    # -- Schedules (an extension: docs/extensions.md) -----------------------------
+
+    def schedule_add(self, name, queue, body, cron: Optional[str] = None, tz: Optional[str] = None,
+                     every_ms: Optional[int] = None, catchup: Optional[str] = None,
+                     replicate: Optional[int] = None, delay: Optional[int] = None, retry: Optional[int] = None,
+                     ttl: Optional[int] = None, maxlen: Optional[int] = None, priority: Optional[int] = None,
+                     backoff=None, max_deliveries: Optional[int] = None, deadletter=None):
+        """SCHEDULE ADD: every node adds a job of ``body`` to ``queue`` at
+        each run, once per run: at the times of ``cron`` (5 fields, or 6
+        with seconds first) in the zone ``tz``, or every ``every_ms``
+        milliseconds; ``catchup`` ("skip", "one" or "all") says what runs
+        missed while the whole cluster was down become.  The other options
+        are :meth:`add_job`'s.  Replaces a schedule of the same name."""
+        if (cron is None) == (every_ms is None):
+            raise ValueError("schedule_add needs cron or every_ms, not both")
+        if tz is not None and cron is None:
+            raise ValueError("tz goes with cron")
+        if catchup not in (None, "skip", "one", "all"):
+            raise ValueError("catchup must be skip, one or all, got %r" % (catchup,))
+        args = ["SCHEDULE", "ADD", name, queue, body]
+        if cron is not None:
+            args += ("CRON", cron)
+            _opt(args, "TZ", tz)
+        else:
+            args += ("EVERY", int(every_ms))
+        _opt(args, "CATCHUP", catchup)
+        _job_options(args, replicate, delay, retry, ttl, maxlen)
+        _extension_options(args, queue, priority, backoff, max_deliveries, deadletter)
+        return self._run(Call(args, text_reply))
+
+    def schedule_del(self, name):
+        """SCHEDULE DEL: 1 if the schedule existed, else 0."""
+        return self._run(Call(["SCHEDULE", "DEL", name], int_reply))
+
+    def schedule_pause(self, name):
+        """SCHEDULE PAUSE: no run until :meth:`schedule_resume`."""
+        return self._run(Call(["SCHEDULE", "PAUSE", name], text_reply))
+
+    def schedule_resume(self, name):
+        """SCHEDULE RESUME: runs go on (those due while paused are not owed)."""
+        return self._run(Call(["SCHEDULE", "RESUME", name], text_reply))
+
+    def schedules(self):
+        """SCHEDULE LIST: the names of the schedules."""
+        return self._run(Call(["SCHEDULE", "LIST"], text_list_reply))
+
+    def schedule_show(self, name, next: Optional[int] = None):
+        """SCHEDULE SHOW: the schedule's fields as a dict (``next``: the
+        times of the next runs, ms, 3 unless ``next`` says)."""
+        args = ["SCHEDULE", "SHOW", name]
+        if next is not None:
+            args += ("NEXT", int(next))
+        return self._run(Call(args, pairs_reply))
 
     # -- Queues ------------------------------------------------------------------
 

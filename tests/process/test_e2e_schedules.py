@@ -88,3 +88,24 @@ def test_a_change_on_each_side_of_a_partition_converges_after_it_heals(trio):
                  what="one version everywhere after the heal")
     versions = {shown(n, "s")[b"version"] for n in trio.nodes}
     assert len(versions) == 1
+
+
+def test_the_blocking_client_manages_schedules_and_gets_their_runs(trio):
+    from disque.client import BlockingClient, errors
+    client = BlockingClient([(n.host, n.port) for n in trio.nodes])
+    try:
+        assert client.schedule_add("tick", "client-q", b"hi", every_ms=500, replicate=2, ttl=60) == "OK"
+        assert client.schedules() == ["tick"]
+        jobs = []
+        wait_for(lambda: jobs.extend(client.get_jobs("client-q", count=10, timeout=200)) or len(jobs) >= 3,
+                 timeout=20, what="three runs")
+        assert all(j.body == b"hi" for j in jobs) and len({j.id for j in jobs}) == len(jobs)
+        client.ack(*jobs)
+        fields = client.schedule_show("tick", next=2)
+        assert fields["when"] == "every 500 ms" and len(fields["next"]) == 2 and fields["runs"] >= 3
+        assert client.schedule_pause("tick") == "OK" and client.schedule_show("tick")["state"] == "paused"
+        assert client.schedule_del("tick") == 1 and client.schedules() == []
+        with pytest.raises(errors.ResponseError, match="no such schedule"):
+            client.schedule_show("tick")
+    finally:
+        client.close()

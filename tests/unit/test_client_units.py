@@ -500,3 +500,26 @@ def test_blocking_client_raises_noperm_as_is(monkeypatch):
     # An answer, not a failure: no other node tried, the connection kept.
     assert client.qlen("a:q") == 0
     assert len(opened[1]) == 1 and not opened[1][0].closed and opened[2] == []
+
+
+def test_schedule_calls_build_their_command_lines_and_read_replies():
+    call = C.schedule_add("tick", "q", b"hello", every_ms=1000, catchup="one", replicate=2, ttl=60,
+                          priority=7)
+    assert call.args == ["SCHEDULE", "ADD", "tick", "q", b"hello", "EVERY", 1000, "CATCHUP", "one",
+                         "REPLICATE", 2, "TTL", 60, "PRIORITY", 7]
+    assert C.schedule_add("d", "q", b"x", cron="0 9 * * 1-5", tz="Europe/Paris").args == \
+        ["SCHEDULE", "ADD", "d", "q", b"x", "CRON", "0 9 * * 1-5", "TZ", "Europe/Paris"]
+    for kwargs, message in (({}, "cron or every_ms"), ({"cron": "* * * * *", "every_ms": 5}, "cron or every_ms"),
+                            ({"every_ms": 1000, "tz": "UTC"}, "tz goes with cron"),
+                            ({"every_ms": 1000, "catchup": "some"}, "catchup must be"),
+                            ({"every_ms": 1000, "priority": 10}, "priority must be between")):
+        with pytest.raises(ValueError, match=message):
+            C.schedule_add("s", "q", b"x", **kwargs)
+    assert C.schedule_del("s").args == ["SCHEDULE", "DEL", "s"] and C.schedule_del("s").parse(1, None) == 1
+    assert C.schedule_pause("s").args == ["SCHEDULE", "PAUSE", "s"]
+    assert C.schedule_resume("s").args == ["SCHEDULE", "RESUME", "s"]
+    assert C.schedules().parse([b"a", b"b"], None) == ["a", "b"]
+    show = C.schedule_show("s", next=2)
+    assert show.args == ["SCHEDULE", "SHOW", "s", "NEXT", 2]
+    fields = show.parse([b"name", b"s", b"body", b"\xff", b"next", [5, 6], b"last-fire", None, b"runs", 3], None)
+    assert fields == {"name": "s", "body": b"\xff", "next": [5, 6], "last-fire": None, "runs": 3}
