@@ -135,6 +135,11 @@ def qstat(ctx, client, argv):
     ]
     if q.dead:  # a dead-letter count (docs/extensions.md) only once there is one: the original's reply otherwise
         fields += (b"$4\r\ndead\r\n", reply.integer(q.dead))
+    specs = node.recurring.specs
+    if specs:  # the schedules adding to this queue (docs/extensions.md), only if there are some
+        names = sorted(name for name, (_, spec) in specs.items() if spec.queue == q.name)
+        if names:
+            fields += (b"$9\r\nschedules\r\n", reply.bulk_array(names))
     return reply.array(fields)
 
 

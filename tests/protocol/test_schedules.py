@@ -159,3 +159,15 @@ def test_metrics_show_each_schedule_once_there_is_one(node):
                  'disque_schedule_paused{schedule="s"} 0'):
         assert "\n" + line + "\n" in text, line
     assert 'schedule="hidden"' not in text  # a user limited to queue q sees its schedules only
+
+
+def test_qstat_names_the_schedules_of_a_queue_only_when_it_has_some(node):
+    c = node.connect()
+    c.call("ADDJOB", "q", "x", "0")
+    plain = c.call("QSTAT", "q")
+    assert b"schedules" not in plain
+    c.call("SCHEDULE", "ADD", "b", "q", "x", "EVERY", "60000")
+    c.call("SCHEDULE", "ADD", "a", "q", "x", "EVERY", "60000")
+    c.call("SCHEDULE", "ADD", "other", "elsewhere", "x", "EVERY", "60000")
+    assert c.call("QSTAT", "q") == plain[:1] + b"%d" % (int(plain[1:plain.index(b"\r\n")]) + 2) + \
+        plain[plain.index(b"\r\n"):] + b"$9\r\nschedules\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n"
