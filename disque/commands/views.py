@@ -198,6 +198,22 @@ def schedule_rows(ctx, visible=None) -> list:
     return out
 
 
+def schedule_list(ctx, user) -> list:
+    """The schedules ``user`` may see (those of the queues it may touch),
+    as JSON: what SCHEDULE SHOW says of each, with its next run."""
+    r = ctx.node.recurring
+    out = []
+    for name, queue, paused, runs, skipped, here, last, upcoming in schedule_rows(
+            ctx, None if user.all_queues else user.may_queue):
+        version, spec = r.specs[name]
+        error = r.errors.get(name)
+        out.append({"name": text(name), "queue": text(queue), "when": text(spec.describe()),
+                    "state": "paused" if paused else "active", "version": version, "runs": runs,
+                    "skipped": skipped, "fired_here": here, "last_run": last or None, "next_run": upcoming,
+                    "last_error": None if error is None else text(error)})
+    return out
+
+
 def cluster_peers(ctx) -> list:
     """The other nodes in this node's table, in its order, as
     ``(id, address, up, connected, leaving)``: ``address`` is

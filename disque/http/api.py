@@ -12,6 +12,7 @@ Reads (GET)::
     /api/jobs/<id>          one job, SHOW's fields
     /api/rates              node-wide rates, one sample a second, 5 minutes
                             (each over the last 10 s, as the queues' rates)
+    /api/schedules          the schedules (docs/extensions.md), by name
 
 Actions (POST, with the header ``X-Disque-Action: 1``)::
 
@@ -23,7 +24,7 @@ Every request runs as its user (``request.acl_user``, set by
 disque.http.access).  A read is checked as the RESP command it stands for
 (INFO for the node, the cluster and the rates; QSCAN for the queue list,
 INFO and QSCAN for the cluster's queues,
-QPEEK for a queue, SHOW for a job: @inspect, and the queue's or job's
+QPEEK for a queue, SHOW for a job, SCHEDULE LIST for the schedules: @inspect, and the queue's or job's
 patterns), so it shows a user what that command would: the queue list
 holds only the queues it may touch, another tenant's queue or job answers
 403 ``-NOPERM`` (a job this node does not know too, for a user limited to
@@ -171,6 +172,9 @@ class Api(resource.Resource):
             count = _int_arg(request, b"count", PEEK_DEFAULT, 0, PEEK_MAX)
             q = self._queue(path[1])
             return {"queue": self._queue_row(q), "jobs": views.queue_jobs(ctx, user, q, count)}
+        if path == [b"schedules"]:
+            self._may(request, [b"SCHEDULE", b"LIST"])
+            return {"time": ctx.node.now, "schedules": views.schedule_list(ctx, user)}
         if len(path) == 2 and path[0] == b"jobs":
             _valid_id(path[1])
             self._may(request, [b"SHOW", path[1]])

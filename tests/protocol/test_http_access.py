@@ -371,3 +371,15 @@ def test_a_refused_request_is_logged_without_a_user(make):
         assert get(node, b"/metrics").status == 401
         assert get(node, b"/metrics", basic("", "pw")).status == 200
     assert [t.split('"')[0] for t in access_lines(events)] == ["HTTP 127.0.0.1 - ", "HTTP 127.0.0.1 default "]
+
+
+def test_a_tenant_sees_the_schedules_of_its_queues_only(tenants):
+    node, admin, _, _ = tenants
+    assert admin.call("SCHEDULE", "ADD", "a-tick", "a:orders", "x", "EVERY", "1000", "REPLICATE", "1") == b"+OK\r\n"
+    assert admin.call("SCHEDULE", "ADD", "b-tick", "b:orders", "x", "EVERY", "1000", "REPLICATE", "1") == b"+OK\r\n"
+    node.advance(1.5)
+    mine = get(node, b"/api/schedules", ALICE).json["schedules"]
+    assert [s["name"] for s in mine] == ["a-tick"]
+    assert mine[0]["queue"] == "a:orders" and mine[0]["when"] == "every 1000 ms" and mine[0]["runs"] == 1
+    assert mine[0]["fired_here"] == 1 and mine[0]["last_run"] + 1000 == mine[0]["next_run"]
+    assert [s["name"] for s in get(node, b"/api/schedules", ROOT).json["schedules"]] == ["a-tick", "b-tick"]
