@@ -443,3 +443,28 @@ def test_live_updates_without_reload(tmp_path, sessions):
         c.close()
     finally:
         node.stop()
+
+
+def test_schedules_appear_once_there_is_one(tmp_path, sessions):
+    port = free_port()
+    node = NodeProcess(tmp_path / "n", args=["--set", "http-port=%d" % port]).start()
+    try:
+        browser = sessions(1280, 900)
+        browser.get("http://127.0.0.1:%d/" % port)
+        browser.wait("return document.querySelector('#queue-table td.empty')", what="the page drawn")
+        assert browser.js("return document.getElementById('schedules').hidden") is True  # none: no panel
+        c = node.client()
+        assert c.call("SCHEDULE", "ADD", "tick", "sched-q", "x", "EVERY", "1000", "REPLICATE", "1") == b"OK"
+        cells = "return Array.from(document.querySelectorAll('#schedule-table tr[data-schedule=\"tick\"] td'))" \
+                ".map(td => td.textContent)"
+        browser.wait("return Number((function () {" + cells + "})()[4]) >= 2", what="the schedule's runs")
+        shown = browser.js(cells)
+        assert shown[:4] == ["tick", "sched-q", "every 1000 ms", "active"] and shown[9] == ""
+        assert browser.js("return document.getElementById('schedules').hidden") is False
+        assert c.call("SCHEDULE", "PAUSE", "tick") == b"OK"
+        browser.wait(cells + "[3] === 'paused'", what="the schedule paused")
+        assert browser.text("#schedules-summary") == "1 schedule · 1 paused"
+        assert c.call("SCHEDULE", "DEL", "tick") == 1
+        browser.wait("return document.getElementById('schedules').hidden", what="the panel gone with the schedule")
+    finally:
+        node.kill()

@@ -215,6 +215,10 @@
       work.push(api(c).then(function (r) { if (gen === state.gen) renderCluster(r); }));
       work.push(api(q).then(function (r) { if (gen === state.gen) renderQueues(r); }));
       work.push(api("api/rates").then(function (r) { if (gen === state.gen) renderRates(r); }));
+      work.push(api("api/schedules").then(function (r) { if (gen === state.gen) renderSchedules(r); }, function (err) {
+        if (err.status !== 403) throw err;  // a user who may not list schedules: no panel
+        if (gen === state.gen) renderSchedules({ schedules: [] });
+      }));
     } else {
       var name = state.queue;
       work.push(api("api/queues/" + enc(name) + "?count=" + JOBS_SHOWN).then(function (r) {
@@ -436,6 +440,34 @@
     var leaving = nodes.filter(function (n) { return n.leaving; }).length;
     setText($("cluster-summary"), nodes.length + (nodes.length === 1 ? " node" : " nodes") + " · " + up + " up" +
       (nodes.length - up ? " · " + (nodes.length - up) + " down" : "") + (leaving ? " · " + leaving + " leaving" : ""));
+  }
+
+  // --- schedules (docs/extensions.md): shown once there is one ---------------------------
+
+  function renderSchedules(r) {
+    var list = r.schedules || [];
+    $("schedules").hidden = list.length === 0;
+    syncRows($("schedule-table").tBodies[0], list, function (s) { return s.name; }, function (s) {
+      return el("tr", { attrs: { "data-schedule": s.name } },
+        el("td", { cls: "mono" }), el("td", { cls: "mono" }), el("td", { cls: "mono" }), el("td", null, pill("", "")),
+        el("td", { cls: "num" }), el("td", { cls: "num" }), el("td", { cls: "num" }), el("td"), el("td"),
+        el("td", { cls: "dim" }));
+    }, function (tr, s) {
+      var td = tr.children;
+      setText(td[0], s.name);
+      setText(td[1], s.queue);
+      setText(td[2], s.when);
+      setPill(td[3].firstChild, s.state === "active" ? "ok" : "warn", s.state);
+      setText(td[4], num(s.runs));
+      setText(td[5], num(s.skipped));
+      setText(td[6], num(s.fired_here));
+      setText(td[7], s.last_run ? clock(s.last_run) : "–");
+      setText(td[8], clock(s.next_run));
+      setText(td[9], s.last_error || "");
+    });
+    var paused = list.filter(function (s) { return s.state === "paused"; }).length;
+    setText($("schedules-summary"), list.length + (list.length === 1 ? " schedule" : " schedules") +
+      (paused ? " · " + paused + " paused" : ""));
   }
 
   // --- queues across the cluster ------------------------------------------------------
