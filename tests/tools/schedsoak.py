@@ -172,11 +172,11 @@ def run(options) -> dict:
                     where[str(t)][i] = None if shown is None else dict(zip(shown[::2], shown[1::2])).get(b"state")
                 except (OSError, ConnectionError) as e:
                     where[str(t)][i] = "error: %s" % e
-        notices = [line for node in cluster.nodes for line in node.log().splitlines() if "Schedule " in line]
+        notices = [line for node in cluster.nodes for line in node.log().splitlines() if "Schedule " in line or "flagged" in line or "reachable again" in line]
         report = {
             "seconds": options.seconds, "every_ms": options.every, "nodes": options.nodes, "seed": options.seed,
             "runs_owed": len(owed), "runs_delivered": len(by_run), "deliveries": len(consumer.deliveries),
-            "missing": missing, "missing_held": where, "notices": notices[-50:],
+            "missing": missing, "missing_held": where, "notices": notices,
             "doubled": {str(t): d for t, d in by_run.items() if len(d) > 1},
             "unknown": unknown, "events": events, "consumer_errors": consumer.errors,
             "crashes": cluster.crashes, "tracebacks": cluster.tracebacks(),
