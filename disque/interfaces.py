@@ -69,7 +69,8 @@ class IPersistence(Interface):
         :meth:`info` shows its progress and :meth:`close` abandons it."""
 
     def append(record):
-        """Persist one record (``("LOADJOB", job)`` or ``("DELJOB", job_id)``)."""
+        """Persist one record (``("LOADJOB", job)``, ``("DELJOB", job_id)``
+        or ``("CATALOG", entry)``, a catalog entry that won here)."""
 
     def flush():
         """Called after each batch of commands (the group commit point,

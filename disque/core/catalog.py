@@ -80,17 +80,8 @@ def decode_entry(data: bytes) -> Entry:
     """The entry :func:`encode_entry` made; raises :class:`BadEntry` for
     anything else (a truncated or padded record, an unknown version, fields
     out of their bounds)."""
+    stamp, kind, name, pos = _head(data)
     try:
-        version, stamp = _HEAD.unpack_from(data, 0)
-        if version != ENTRY_VERSION:
-            raise BadEntry("unknown catalog entry version %d" % version)
-        pos = _HEAD.size
-        n = data[pos]
-        kind = bytes(data[pos + 1:pos + 1 + n])
-        pos += 1 + n
-        (n,) = struct.unpack_from(">H", data, pos)
-        name = bytes(data[pos + 2:pos + 2 + n])
-        pos += 2 + n
         origin = bytes(data[pos:pos + NODE_ID_LEN])
         pos += NODE_ID_LEN
         (n,) = struct.unpack_from(">I", data, pos)
@@ -103,6 +94,33 @@ def decode_entry(data: bytes) -> Entry:
     entry = Entry(kind, name, stamp, origin, value)
     check(entry)
     return entry
+
+
+def entry_key(data: bytes):
+    """``(kind, name)`` of the entry ``data`` encodes, read without the rest
+    (to name an entry whose later bytes are damaged); raises
+    :class:`BadEntry` if even they cannot be read."""
+    _, kind, name, _ = _head(data)
+    return kind, name
+
+
+def _head(data):
+    """``(stamp, kind, name, pos)``: the fields up to the name, and where
+    the origin starts."""
+    try:
+        version, stamp = _HEAD.unpack_from(data, 0)
+        if version != ENTRY_VERSION:
+            raise BadEntry("unknown catalog entry version %d" % version)
+        pos = _HEAD.size
+        n = data[pos]
+        kind = bytes(data[pos + 1:pos + 1 + n])
+        pos += 1 + n
+        (n,) = struct.unpack_from(">H", data, pos)
+        name = bytes(data[pos + 2:pos + 2 + n])
+        pos += 2 + n
+    except (struct.error, IndexError):
+        raise BadEntry("truncated catalog entry") from None
+    return stamp, kind, name, pos
 
 
 def check(entry: Entry) -> None:

@@ -8,7 +8,7 @@ import os
 import time
 
 from ..io.logs import logger
-from .records import DAMAGE, DELJOB, LOADJOB, AOFError
+from .records import CATALOG, DAMAGE, DELJOB, LOADJOB, AOFError
 from .scan import scan_records
 
 log = logger("disque.aof")
@@ -38,7 +38,9 @@ def progress(done, total, elapsed):
 
 class Load:
     """One load of the AOF into a node: records applied by :meth:`step`,
-    all at once or a slice at a time, then the end of the load
+    all at once or a slice at a time, in file order (catalog entries
+    through ``node.settings.load``: merged, so a later one of a key wins
+    as it did when it was written), then the end of the load
     (``AOFPersistence._loaded``).  Progress is measured in bytes of whole
     records applied (exact: records are written canonically), damaged
     bytes skipped included.
@@ -95,6 +97,9 @@ class Load:
                 applied += 1
             elif kind is DELJOB:
                 jobs.load_delete(value)
+                applied += 1
+            elif kind is CATALOG:
+                node.settings.load(value)
                 applied += 1
             elif kind is None:  # end: where the last whole record ends
                 self.records, self.loaded = applied, end

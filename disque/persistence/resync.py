@@ -4,8 +4,8 @@ path of :mod:`.scan`, taken only at framing damage.
 * :func:`end_despite_length`: the end of a checksummed record whose length
   alone is damaged (its checksum verifies up to a record trailer);
 * :func:`next_verified_record`: the first later offset where a
-  checksummed LOADJOB or DELJOB record parses whole and verifies, where
-  reading resumes;
+  checksummed LOADJOB, DELJOB or CATALOG record parses whole and verifies,
+  where reading resumes;
 * :func:`job_ids_in`: the job IDs damaged bytes name, for the log.
 
 Invariant: a resume point is only ever a record whose CRC verifies, so a
@@ -20,19 +20,21 @@ from ..core.jobid import JOB_ID_LEN, is_valid
 from .records import CHUNK, CRC_LEN, CRC_SEEDS, JOB_ID_OFFSET
 
 # Where reading may resume after framing damage: a checksummed record's header.
-_CHECKSUMMED_HEADER_START = re.compile(rb"\*3\r\n(?:\$7\r\nLOADJOB|\$6\r\nDELJOB)\r\n\$")
-_HEADER = re.compile(rb"\*3\r\n\$(7|6)\r\n(LOADJOB|DELJOB)\r\n\$(\d{1,20})\r\n")
+_CHECKSUMMED_HEADER_START = re.compile(rb"\*3\r\n(?:\$7\r\nLOADJOB|\$6\r\nDELJOB|\$7\r\nCATALOG)\r\n\$")
+_HEADER = re.compile(rb"\*3\r\n\$(7|6)\r\n(LOADJOB|DELJOB|CATALOG)\r\n\$(\d{1,20})\r\n")
 # The end of a checksummed record.
 _TRAILER_TEXT = b"\r\n$8\r\n01234567\r\n"
 _TRAILER = re.compile(rb"\r\n\$8\r\n([0-9a-f]{8})\r\n")
-# Job IDs in damaged bytes (for the log): a LOADJOB or DELJOB header, with or without a checksum.
-_ID_HEADER = re.compile(rb"(LOADJOB)\r\n\$\d{1,20}\r\n|(DELJOB)\r\n\$40\r\n")
+# Job IDs in damaged bytes (for the log): a LOADJOB or DELJOB header, with or without a checksum;
+# a CATALOG header is counted as a record, and names no job.
+_ID_HEADER = re.compile(rb"(LOADJOB)\r\n\$\d{1,20}\r\n|(DELJOB)\r\n\$40\r\n|CATALOG\r\n\$\d{1,20}\r\n")
 SCAN_OVERLAP = 64  # bytes kept between two chunks scanned for a header (longer than any header)
 
 
 def next_verified_record(f, start, size):
-    """The first offset from ``start`` on where a checksummed LOADJOB or
-    DELJOB record parses whole and its checksum verifies, or None."""
+    """The first offset from ``start`` on where a checksummed LOADJOB,
+    DELJOB or CATALOG record parses whole and its checksum verifies, or
+    None."""
     pos = start
     while pos < size:
         f.seek(pos)
@@ -104,7 +106,7 @@ def _record_verifies_at(f, at, size):
 def job_ids_in(f, start, end):
     """``(job_ids, records)``: the job IDs the bytes ``[start, end)`` name
     in LOADJOB and DELJOB headers, as far as they can be read, and the
-    number of such headers."""
+    number of record headers (CATALOG ones too)."""
     ids, count, pos = [], 0, start
     while pos < end:
         f.seek(pos)
@@ -118,8 +120,10 @@ def job_ids_in(f, start, end):
             count += 1
             if m.group(1):
                 job_id = chunk[m.end() + JOB_ID_OFFSET:m.end() + JOB_ID_OFFSET + JOB_ID_LEN]
-            else:
+            elif m.group(2):
                 job_id = chunk[m.end():m.end() + JOB_ID_LEN]
+            else:
+                continue
             if is_valid(job_id) and job_id.isascii() and job_id not in ids:
                 ids.append(job_id)
         if limit < CHUNK:

@@ -1,8 +1,16 @@
-"""Rewriting the append only file from the node's jobs, incrementally: a
-few thousand jobs per reactor turn go to a temp file while new records go
-both to the live file and to the rewrite's buffer, appended to the new
-file before it replaces the old one (fsynced, renamed, directory fsynced:
-a crash at any instant leaves the old file or the new one, whole)."""
+"""Rewriting the append only file from the node's state, incrementally:
+the catalog's entries first (tombstones included: a handful, written at
+once), then a few thousand jobs per reactor turn go to a temp file while
+new records go both to the live file and to the rewrite's buffer, appended
+to the new file before it replaces the old one (fsynced, renamed,
+directory fsynced: a crash at any instant leaves the old file or the new
+one, whole).
+
+An entry that wins while the rewrite runs is in that buffer, after the
+entries written at the start: loading merges them in file order, so the
+new file holds the catalog as it is when it replaces the old one.  A node
+without catalog entries writes the file it wrote before there was a
+catalog, byte for byte."""
 
 import os
 import time
@@ -11,7 +19,7 @@ from ..core.job import ACKED, WAIT_REPL
 from ..io.files import rewrite_temp_path, write_all
 from ..io.logs import logger
 from .load import progress
-from .records import MARKER, record_bytes
+from .records import CATALOG, MARKER, record_bytes
 
 log = logger("disque.aof")
 
@@ -20,9 +28,9 @@ REWRITE_FSYNC_BYTES = 32 * 1024 * 1024  # aof-rewrite-incremental-fsync: as the 
 
 
 class Rewrite:
-    """One incremental rewrite of the AOF from the node's jobs.  Invariant:
-    the temp file exists from the construction until :meth:`_finish`
-    renames it or :meth:`discard` removes it."""
+    """One incremental rewrite of the AOF from the node's catalog and jobs.
+    Invariant: the temp file exists from the construction until
+    :meth:`_finish` renames it or :meth:`discard` removes it."""
 
     def __init__(self, aof, node, controlled):
         self.aof = aof
@@ -33,9 +41,11 @@ class Rewrite:
         self.unsynced = 0  # bytes written since the last incremental fsync
         self.tmp = rewrite_temp_path(aof.path)
         self.fd = fs.create(self.tmp)
-        if controlled:
+        head = [MARKER] if controlled else []
+        head += [record_bytes((CATALOG, entry)) for entry in node.settings.entries()]
+        if head:
             try:
-                self._write(MARKER)
+                self._write(b"".join(head))
             except OSError:
                 self.discard()
                 raise

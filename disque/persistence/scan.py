@@ -7,23 +7,26 @@ verified, and damage told apart from the rest (the record format is in
 :func:`scan_records` tells *damage* (bytes the disk changed or lost) from
 the rest:
 
-* a checksummed record whose framing parses but whose checksum does not
-  match (``checksum mismatch``), or an unchecksummed LOADJOB that does not
-  deserialize: one damaged record, and reading goes on after it;
+* a checksummed record (LOADJOB, DELJOB, CATALOG) whose framing parses
+  but whose checksum does not match (``checksum mismatch``), or an
+  unchecksummed LOADJOB that does not deserialize: one damaged record, and
+  reading goes on after it;
 * bytes that are not a record at all (a bad length, an unknown command:
   *framing* damage): if they start with a checksummed record whose length
   alone is damaged (its checksum verifies up to a record trailer), that
   record is the damage; otherwise reading resumes at the first later
-  offset where a checksummed LOADJOB or DELJOB record parses and its
-  checksum verifies (:mod:`.resync` finds both).  A false match takes a CRC collision, or a job body
+  offset where a checksummed LOADJOB, DELJOB or CATALOG record parses and
+  its checksum verifies (:mod:`.resync` finds both).  A false match takes a CRC collision, or a job body
   that holds a well-formed record (client data: docs/persistence.md says
   when that matters); records without checksums can give no such
   certainty, so with none after the damage there is nowhere to resume and
   the file is unusable (:class:`~.records.AOFError`).
 
 A checksummed LOADJOB whose checksum verifies but that does not
-deserialize is *not* damage: the bytes are as written (a record version of
-a newer node, say) and the file is refused whatever the policy.  A torn
+deserialize, or such a CATALOG record whose entry does not decode, is
+*not* damage: the bytes are as written (a record or entry version of a
+newer node, say) and the file is refused whatever the policy (skipping it
+would drop it from the file at the rewrite that follows).  A torn
 tail is not damage either: whatever the parser sees as a record that is
 still incomplete at the end of the file (the last writes before a crash,
 with zeroed blocks after a power cut on some file systems), unless it is a
@@ -39,18 +42,19 @@ short way in :func:`_read_from`, anything else goes through
 
 from zlib import crc32
 
+from ..core.catalog import BadEntry, decode_entry
 from ..core.job import BadRecord, deserialize
 from ..resp.codec import ProtocolError, RequestParser
-from .records import (CHECKSUMMED_FRAMING_LEN, CHUNK, CRC_LEN, CRC_SEEDS, DAMAGE, DELJOB, LOADJOB, RESTART,
-                      AOFError, Damage, encoded_len, record_job_id)
+from .records import (CATALOG, CHECKSUMMED_FRAMING_LEN, CHUNK, CRC_LEN, CRC_SEEDS, DAMAGE, DELJOB, LOADJOB,
+                      RESTART, AOFError, Damage, encoded_len, record_job_id, record_subject)
 from .resync import end_despite_length, job_ids_in, next_verified_record
 
 
 def read_records(path, on_progress=None):
     """Yield ``(argv, end_offset)`` for each record of the file at
     ``path``, ``argv`` being the command without its checksum (verified):
-    ``[b"LOADJOB", record]``, ``[b"DELJOB", id]``,
-    ``[b"CONTROLLED-RESTART"]``; at the end yield ``(None, good_length)``:
+    ``[b"LOADJOB", record]``, ``[b"DELJOB", id]``, ``[b"CATALOG", entry]``
+    (its encoding), ``[b"CONTROLLED-RESTART"]``; at the end yield ``(None, good_length)``:
     where the last complete record ends, less than the file size if the
     tail is truncated.  Raises AOFError at the first damage, with the
     offset where the last good record ends (as a load with
@@ -68,8 +72,9 @@ def scan_records(path, on_progress=None, skip_damaged=False, decode=True):
     """Read the file at ``path``; yield ``(kind, value, end)``:
 
     * ``(LOADJOB, job, end)`` (a deserialized Job; its record bytes
-      without ``decode``), ``(DELJOB, job_id, end)``, ``(RESTART, None,
-      end)`` for each whole record, its checksum verified if it has one
+      without ``decode``), ``(DELJOB, job_id, end)``, ``(CATALOG, entry,
+      end)`` (a decoded catalog Entry; its encoding without ``decode``),
+      ``(RESTART, None, end)`` for each whole record, its checksum verified if it has one
       (``end``: the offset where it ends, exact);
     * ``(DAMAGE, damage, end)`` for each :class:`Damage`, only with
       ``skip_damaged`` (``end``: where reading goes on); without it, the
@@ -81,8 +86,9 @@ def scan_records(path, on_progress=None, skip_damaged=False, decode=True):
     no checksummed record after it, or a record that is not damage but
     cannot be loaded (see the module docstring).  ``on_progress(offset)``
     is called after each chunk read.  Without ``decode`` a LOADJOB record
-    is not deserialized, so neither an unchecksummed one that would not
-    deserialize nor a checksummed one not understood is noticed."""
+    is not deserialized (nor a CATALOG record decoded), so neither an
+    unchecksummed one that would not deserialize nor a checksummed one not
+    understood is noticed."""
     with open(path, "rb") as f:
         size = _file_size(f)
         start = 0
@@ -126,14 +132,15 @@ def _file_size(f):
 def _read_from(f, start, on_progress, skip_damaged, decode):
     """Yield the records from ``start`` on (see scan_records); return
     ``("eof", good_length)`` at the end of the file or ``("framing",
-    offset, reason)`` at framing damage.  Checksummed LOADJOB and DELJOB
-    records that verify take the short way; :func:`_read_unverified` reads the
-    rest."""
+    offset, reason)`` at framing damage.  Checksummed LOADJOB, DELJOB and
+    CATALOG records that verify take the short way; :func:`_read_unverified`
+    reads the rest."""
     f.seek(start)
     parser = RequestParser(max_bulk_len=1 << 40)
     offset = start
     loadjob_seed, deljob_seed = CRC_SEEDS[LOADJOB], CRC_SEEDS[DELJOB]
     loadjob_fixed, deljob_fixed = CHECKSUMMED_FRAMING_LEN[LOADJOB], CHECKSUMMED_FRAMING_LEN[DELJOB]
+    catalog_seed, catalog_fixed = CRC_SEEDS[CATALOG], CHECKSUMMED_FRAMING_LEN[CATALOG]
     while True:
         chunk = f.read(CHUNK)
         if not chunk:
@@ -149,12 +156,7 @@ def _read_from(f, start, on_progress, skip_damaged, decode):
                             if argv[2] == b"%08x" % crc32(value, loadjob_seed):
                                 n = len(value)
                                 end = offset + loadjob_fixed + n + len(str(n))
-                                if decode:
-                                    try:
-                                        value = deserialize(value)
-                                    except BadRecord as e:
-                                        raise _not_understood_error(value, e, offset) from None
-                                yield LOADJOB, value, end
+                                yield LOADJOB, _decoded(LOADJOB, value, offset) if decode else value, end
                                 offset = end
                                 continue
                         elif name == DELJOB:
@@ -163,6 +165,14 @@ def _read_from(f, start, on_progress, skip_damaged, decode):
                                 n = len(value)
                                 end = offset + deljob_fixed + n + len(str(n))
                                 yield DELJOB, value, end
+                                offset = end
+                                continue
+                        elif name == CATALOG:
+                            value = argv[1]
+                            if argv[2] == b"%08x" % crc32(value, catalog_seed):
+                                n = len(value)
+                                end = offset + catalog_fixed + n + len(str(n))
+                                yield CATALOG, _decoded(CATALOG, value, offset) if decode else value, end
                                 offset = end
                                 continue
                     kind, value, end = _read_unverified(argv, offset, decode)
@@ -180,27 +190,27 @@ def _read_from(f, start, on_progress, skip_damaged, decode):
             on_progress(offset)
 
 
+_KINDS = {LOADJOB: LOADJOB, DELJOB: DELJOB, CATALOG: CATALOG}  # a checksummed record's name -> its kind
+
+
 def _read_unverified(argv, offset, decode=True):
     """``(kind, value, end)`` for a record at ``offset`` that is not a
-    checksummed LOADJOB or DELJOB that verifies: a record written before
-    checksums, the marker, or a :class:`Damage` (``framing`` set for bytes
-    that are not a record)."""
+    checksummed record that verifies: a record written before checksums,
+    the marker, or a :class:`Damage` (``framing`` set for bytes that are
+    not a record)."""
     n = len(argv)
     name = argv[0].upper()  # (as the original's command lookup)
     end = offset + encoded_len(argv)
-    if n == 3 and (name == LOADJOB or name == DELJOB):
+    kind = _KINDS.get(name)
+    if n == 3 and kind is not None:
         value, crc = argv[1], argv[2]
         if len(crc) != CRC_LEN:
             return DAMAGE, Damage(offset, end, "malformed %s record" % name.decode(), framing=True), end
-        if crc == b"%08x" % crc32(value, CRC_SEEDS[name]):  # the name's case changed, the rest verifies
-            if name == DELJOB or not decode:
-                return name, value, end
-            try:
-                return LOADJOB, deserialize(value), end
-            except BadRecord as e:
-                raise _not_understood_error(value, e, offset) from None
-        job_id = record_job_id(name, value)
-        return DAMAGE, Damage(offset, end, "checksum mismatch", (job_id,) if job_id else ()), end
+        if crc == b"%08x" % crc32(value, CRC_SEEDS[kind]):  # the name's case changed, the rest verifies
+            return kind, _decoded(kind, value, offset) if decode else value, end
+        job_id = record_job_id(kind, value)
+        return DAMAGE, Damage(offset, end, "checksum mismatch", (job_id,) if job_id else (),
+                              subject=record_subject(kind, value)), end
     if n == 2 and name == LOADJOB:  # written before record checksums
         if not decode:
             return LOADJOB, argv[1], end
@@ -216,9 +226,21 @@ def _read_unverified(argv, offset, decode=True):
     return DAMAGE, Damage(offset, end, "unknown record %r" % argv[0][:32], framing=True), end
 
 
-def _not_understood_error(value, error, offset):
-    """The AOFError for a checksummed LOADJOB that verifies but does not
-    deserialize: not damage, so never skipped."""
-    return AOFError("LOADJOB record of job %s not understood (%s) after offset %d: its checksum verifies, so it "
-                    "is as written (by a newer version?), not damaged"
-                    % ((record_job_id(LOADJOB, value) or b"unknown").decode(), error, offset), offset)
+def _decoded(kind, value, offset):
+    """What a checksummed record holds: the Job of a LOADJOB, the Entry of
+    a CATALOG record, the ID of a DELJOB.  Its checksum verified, so bytes
+    that do not decode are as written (by a newer version?), not damage:
+    they raise the AOFError that refuses the file whatever the policy."""
+    try:
+        if kind is LOADJOB:
+            return deserialize(value)
+        if kind is CATALOG:
+            return decode_entry(value)
+    except BadRecord as e:
+        raise AOFError("LOADJOB record of job %s not understood (%s) after offset %d: its checksum verifies, so "
+                       "it is as written (by a newer version?), not damaged"
+                       % ((record_job_id(LOADJOB, value) or b"unknown").decode(), e, offset), offset) from None
+    except BadEntry as e:
+        raise AOFError("CATALOG record not understood (%s) after offset %d: its checksum verifies, so it is as "
+                       "written (by a newer version?), not damaged" % (e, offset), offset) from None
+    return value

@@ -3,7 +3,8 @@
     python -m disque.tools.check_aof [--fix | --drop-damaged] disque.aof
 
 Reads every record as the node would at start-up, checksums included.
-Reports the number of good records and, if the file is damaged, each
+Reports the number of good records (and how many of them are catalog
+entries, if any) and, if the file is damaged, each
 damaged part: its offset, what is wrong (a checksum mismatch, bytes that
 are not records) and the jobs it names, as far as they can be read; then
 a truncated tail, if any.  A file that cannot be read on past some offset
@@ -30,7 +31,7 @@ import shutil
 import sys
 
 from ..io.files import OS, atomic_write
-from ..persistence.records import DAMAGE, AOFError
+from ..persistence.records import CATALOG, DAMAGE, AOFError
 from ..persistence.scan import scan_records
 
 COPY_CHUNK = 1 << 20
@@ -38,13 +39,14 @@ COPY_CHUNK = 1 << 20
 
 class Report:
     """What :func:`check` found in a file: ``records`` good records,
-    ``damage`` (a list of Damage), ``good``: where the last whole record
+    ``catalog`` of them CATALOG records, ``damage`` (a list of Damage), ``good``: where the last whole record
     ends (the torn tail starts), ``size``, and ``stop``: the AOFError past
     which the file cannot be read, if any."""
 
     def __init__(self, size):
         self.size = size
         self.records = 0
+        self.catalog = 0
         self.damage = []
         self.good = 0
         self.stop = None
@@ -74,6 +76,7 @@ def check(path):
                 report.good = end
             else:
                 report.records += 1
+                report.catalog += kind is CATALOG
                 report.good = end
     except AOFError as e:
         report.stop = e
@@ -121,12 +124,14 @@ def main(argv=None):
         print("no such file: %s" % args.file, file=sys.stderr)
         return 2
     report = check(args.file)
+    catalog = " (%d catalog entries)" % report.catalog if report.catalog else ""
     if report.valid:
-        print("AOF is valid: %d records, %d bytes" % (report.records, report.size))
+        print("AOF is valid: %d records%s, %d bytes" % (report.records, catalog, report.size))
         return 0
     first = report.first_problem
     damaged = sum(d.records for d in report.damage)
-    print("AOF is damaged: %d good records, %d damaged, %d bytes" % (report.records, damaged, report.size))
+    print("AOF is damaged: %d good records%s, %d damaged, %d bytes"
+          % (report.records, catalog, damaged, report.size))
     for d in report.damage:
         print(d.describe())
     if report.stop is not None:
