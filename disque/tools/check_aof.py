@@ -124,7 +124,9 @@ def main(argv=None):
         print("no such file: %s" % args.file, file=sys.stderr)
         return 2
     report = check(args.file)
-    catalog = " (%d catalog entries)" % report.catalog if report.catalog else ""
+    catalog = ""
+    if report.catalog:
+        catalog = " (%d catalog %s)" % (report.catalog, "entry" if report.catalog == 1 else "entries")
     if report.valid:
         print("AOF is valid: %d records%s, %d bytes" % (report.records, catalog, report.size))
         return 0

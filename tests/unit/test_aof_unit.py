@@ -8,23 +8,17 @@ import re
 import zlib
 
 import pytest
-from twisted.logger import formatEvent, globalLogPublisher
+from twisted.logger import globalLogPublisher
 from zope.interface.verify import verifyObject
 
-from disque.config import Config
 from disque.core.job import ACTIVE, QUEUED, serialize
 from disque.core.node import NodeState
 from disque.interfaces import IPersistence, IPersistenceFactory
 from disque.persistence import aof, load, records, scan
 from disque.plugins import find_strategy, make_strategy
 from disque.tools import check_aof
+from tests.support.aof_files import AOF, Logged, Turns, config, load_file
 from tests.support.process import Client  # (its RESP encoder writes records as files before checksums had them)
-
-
-def config(tmp_path, **kw):
-    c = Config.defaults()
-    c.apply_overrides({"dir": str(tmp_path), **{k.replace("_", "-"): v for k, v in kw.items()}})
-    return c
 
 
 def write_jobs(tmp_path, n, state=QUEUED, retry=30):
@@ -87,16 +81,6 @@ def test_progress_arithmetic():
     assert load.progress(1000, 1000, 4.0) == (100.0, 250.0, 0)
     assert load.progress(1200, 1000, 4.0)[0] == 100.0 and load.progress(1200, 1000, 4.0)[2] == 0  # grew meanwhile
     assert load.progress(0, 0, 0.0) == (100.0, 0.0, 0)  # nothing to do
-
-
-class Turns:
-    """A reactor whose callLater(0) calls wait for the test to run them."""
-
-    def __init__(self):
-        self.calls = []
-
-    def callLater(self, delay, f, *args):
-        self.calls.append((f, args))
 
 
 class FakeClock:
@@ -204,9 +188,6 @@ def test_the_rewrite_reports_its_progress(tmp_path):
 
 # -- damage: record checksums, the aof-load-damaged policy, check_aof -----------------
 
-AOF = "disque.aof"
-
-
 def record_start(data, job_id):
     """Where the LOADJOB record holding ``job_id`` starts in ``data``."""
     return data.rindex(b"*3\r\n$7\r\nLOADJOB\r\n", 0, data.index(job_id))
@@ -222,31 +203,6 @@ def flip_body_bit(tmp_path, job, bit=0x04):
     data[at] ^= bit
     path.write_bytes(bytes(data))
     return record_start(bytes(data), job.id)
-
-
-class Logged:
-    def __enter__(self):
-        self.events = []
-        globalLogPublisher.addObserver(self.events.append)
-        return self
-
-    def __exit__(self, *exc):
-        globalLogPublisher.removeObserver(self.events.append)
-
-    @property
-    def lines(self):
-        return [formatEvent(e) for e in self.events]
-
-
-def load_file(tmp_path, **kw):
-    """Load the file into a new node; returns (persistence, node)."""
-    p = aof.AOFPersistence(config(tmp_path, appendonly="yes", **kw))
-    node = NodeState(b"b" * 40, now=1_000_000)
-    try:
-        p.load(node)
-    finally:
-        p.close()
-    return p, node
 
 
 def test_records_carry_a_crc32_of_their_name_and_argument(tmp_path):
