@@ -132,6 +132,33 @@ def test_bgrewriteaof_compacts_without_stopping_clients(tmp_path):
         node.kill()
 
 
+def test_kill9_and_restart_brings_the_schedules_back_through_a_rewrite(tmp_path):
+    """The catalog's CATALOG records: what a schedule change appended, and
+    what a rewrite wrote, are back after kill -9 (a deleted one stays
+    deleted)."""
+    node = NodeProcess(tmp_path / "n", args=AOF).start()
+    try:
+        assert call(node, "SCHEDULE", "ADD", "nightly", "sq", "body", "CRON", "0 3 * * *") == b"OK"
+        assert call(node, "SCHEDULE", "ADD", "gone", "sq", "body", "EVERY", "86400000") == b"OK"
+        assert call(node, "SCHEDULE", "DEL", "gone") == 1
+        node.kill()
+        node.start()
+        assert call(node, "SCHEDULE", "LIST") == [b"nightly"]
+        assert call(node, "BGREWRITEAOF") == b"Background append only file rewriting started"
+        wait_for(lambda: info(node.client(), "persistence")["aof_rewrite_in_progress"] == "0", timeout=10,
+                 what="rewrite done")
+        assert call(node, "SCHEDULE", "ADD", "hourly", "sq", "body", "CRON", "0 * * * *") == b"OK"
+        node.kill()
+        result = subprocess.run([sys.executable, "-m", "disque.tools.check_aof", aof_path(node)],
+                                capture_output=True, text=True)
+        # the rewrite's two entries (nightly, gone's tombstone), then hourly's
+        assert result.returncode == 0 and "AOF is valid: 3 records (3 catalog entries)" in result.stdout, result.stdout
+        node.start()
+        assert call(node, "SCHEDULE", "LIST") == [b"hourly", b"nightly"]
+    finally:
+        node.kill()
+
+
 def test_appendonly_can_be_switched_on_at_run_time(tmp_path):
     node = NodeProcess(tmp_path / "n").start()
     try:

@@ -13,17 +13,14 @@ replication, federation), and NACK ... DELAY is refused for a job with a
 copy on the old node.
 """
 
-import io
-import os
 import re
-import subprocess
-import tarfile
 import time
 
 import pytest
 
 from tests.support.resp import is_error
-from tests.support.process import ROOT, NodeProcess, call, cluster_info, show, wait_for, wait_full_mesh
+from tests.support.previous import extract
+from tests.support.process import NodeProcess, call, cluster_info, show, wait_for, wait_full_mesh
 
 PREVIOUS = "c0d8c67"  # bus version 2: reads no H_EXTENSIONS, job options nor NACKDELAY
 OLD, A, B = 0, 1, 2  # indices in the cluster fixture: the old node, then the two new ones
@@ -38,34 +35,11 @@ def holders(nodes, job_id):
     return [i for i, n in enumerate(nodes) if show(n, job_id) is not None]
 
 
-def extract_previous(dest):
-    """The previous version's ``disque`` package and twistd plugin, from git."""
-    try:
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "%s^{commit}" % PREVIOUS],
-                                capture_output=True, text=True, timeout=30)
-    except OSError as e:
-        pytest.fail("this test needs git and the repository's history (commit %s): %s" % (PREVIOUS, e))
-    if commit.returncode != 0:
-        pytest.fail("this test needs the repository's history: commit %s (the previous bus version) is not in %s "
-                    "(a shallow clone? fetch it with `git fetch --unshallow`): %s"
-                    % (PREVIOUS, ROOT, commit.stderr.strip()))
-    archive = subprocess.run(["git", "-C", ROOT, "archive", "--format=tar", PREVIOUS, "disque", "twisted"],
-                             capture_output=True, timeout=60)
-    assert archive.returncode == 0, archive.stderr.decode(errors="replace")
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        if hasattr(tarfile, "data_filter"):  # (Python 3.12+, and the security updates of older ones)
-            tar.extractall(str(dest), filter="data")
-        else:
-            tar.extractall(str(dest))
-    assert os.path.exists(os.path.join(str(dest), "twisted", "plugins", "disque_plugin.py"))
-    return str(dest)
-
-
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
     """[old, new, new], in a full mesh, stopped after the module."""
     base = tmp_path_factory.mktemp("mixed")
-    old_tree = extract_previous(base / "previous")
+    old_tree = extract(PREVIOUS, base / "previous")
     nodes = [NodeProcess(base / "old", host="127.0.0.1", env={"PYTHONPATH": old_tree}),
              NodeProcess(base / "new1", host="127.0.0.2"),
              NodeProcess(base / "new2", host="127.0.0.3")]

@@ -290,10 +290,12 @@ def info(client, section="default") -> dict:
     return parse_info(client.call("INFO", section))
 
 
-def run_twistd(args, cwd, timeout=20):
+def run_twistd(args, cwd, timeout=20, env=None):
     """Run ``twistd -n --pidfile= disque ARGS`` to completion (for start-up
-    failures); return (returncode, combined stdout + stderr as str)."""
+    failures), with the extra environment variables ``env``; return
+    (returncode, combined stdout + stderr as str)."""
     p = subprocess.run([twistd_path(), "-n", "--pidfile=", "disque", *args], cwd=str(cwd),
+                       env=dict(os.environ, **env) if env else None,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
                        preexec_fn=_die_with_parent)
     return p.returncode, p.stdout.decode(errors="replace")
