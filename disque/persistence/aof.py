@@ -1,9 +1,9 @@
 """The ``aof`` persistence: an append only file of job creations and
 deletions ("Disque and disk persistence" in the spec), and of the
-catalog's entries.  The records and
-their encoding are in :mod:`.records`, loading in :mod:`.load`, rewriting
-in :mod:`.rewrite`; every call that touches the disk goes through the file
-layer (:mod:`.files`).
+catalog's entries.  The records and their encoding are in
+:mod:`.records`, loading in :mod:`.load`, rewriting in :mod:`.rewrite`;
+every call that touches the disk goes through the file layer
+(:mod:`.files`).
 
 Writing: the core's ``Persist`` effects become records in a buffer that
 :meth:`AOFPersistence.flush` writes at the end of each reactor batch,

@@ -18,8 +18,9 @@ Records are Redis-protocol commands, as in the original's AOF::
 ``<crc>`` is the checksum of the record: 8 lowercase hex digits of the
 CRC-32 of the command name followed by its argument, i.e.
 ``zlib.crc32(b"LOADJOB" + record)``, ``zlib.crc32(b"CATALOG" + entry)``
-(the ISO-HDLC CRC-32 of gzip, PNG and Ethernet).  It finds the damage the framing cannot: a flipped bit in a job
-body, which would otherwise load and be served.  CRC-32 catches every
+(the ISO-HDLC CRC-32 of gzip, PNG and Ethernet).  It finds the damage the
+framing cannot: a flipped bit in a job body, which would otherwise load
+and be served.  CRC-32 catches every
 error of 1 to 3 bits in a record of up to 11 KB, every burst of up to 32
 bits, and anything else but one time in 2**32.  CRC-32C (Castagnoli, as
 LevelDB and RocksDB use) has the better distance between code words, but

@@ -16,11 +16,12 @@ the rest:
   alone is damaged (its checksum verifies up to a record trailer), that
   record is the damage; otherwise reading resumes at the first later
   offset where a checksummed LOADJOB, DELJOB or CATALOG record parses and
-  its checksum verifies (:mod:`.resync` finds both).  A false match takes a CRC collision, or a job body
-  that holds a well-formed record (client data: docs/persistence.md says
-  when that matters); records without checksums can give no such
-  certainty, so with none after the damage there is nowhere to resume and
-  the file is unusable (:class:`~.records.AOFError`).
+  its checksum verifies (:mod:`.resync` finds both).  A false match takes
+  a CRC collision, or a job body that holds a well-formed record (client
+  data: docs/persistence.md says when that matters); records without
+  checksums can give no such certainty, so with none after the damage
+  there is nowhere to resume and the file is unusable
+  (:class:`~.records.AOFError`).
 
 A checksummed LOADJOB whose checksum verifies but that does not
 deserialize, or such a CATALOG record whose entry does not decode, is
@@ -54,9 +55,9 @@ def read_records(path, on_progress=None):
     """Yield ``(argv, end_offset)`` for each record of the file at
     ``path``, ``argv`` being the command without its checksum (verified):
     ``[b"LOADJOB", record]``, ``[b"DELJOB", id]``, ``[b"CATALOG", entry]``
-    (its encoding), ``[b"CONTROLLED-RESTART"]``; at the end yield ``(None, good_length)``:
-    where the last complete record ends, less than the file size if the
-    tail is truncated.  Raises AOFError at the first damage, with the
+    (its encoding), ``[b"CONTROLLED-RESTART"]``; at the end yield
+    ``(None, good_length)``: where the last complete record ends, less than
+    the file size if the tail is truncated.  Raises AOFError at the first damage, with the
     offset where the last good record ends (as a load with
     ``aof-load-damaged refuse``, without deserializing the records)."""
     for kind, value, end in scan_records(path, on_progress, decode=False):
@@ -74,8 +75,8 @@ def scan_records(path, on_progress=None, skip_damaged=False, decode=True):
     * ``(LOADJOB, job, end)`` (a deserialized Job; its record bytes
       without ``decode``), ``(DELJOB, job_id, end)``, ``(CATALOG, entry,
       end)`` (a decoded catalog Entry; its encoding without ``decode``),
-      ``(RESTART, None, end)`` for each whole record, its checksum verified if it has one
-      (``end``: the offset where it ends, exact);
+      ``(RESTART, None, end)`` for each whole record, its checksum
+      verified if it has one (``end``: the offset where it ends, exact);
     * ``(DAMAGE, damage, end)`` for each :class:`Damage`, only with
       ``skip_damaged`` (``end``: where reading goes on); without it, the
       first damage raises its AOFError;

@@ -4,9 +4,9 @@
 
 Reads every record as the node would at start-up, checksums included.
 Reports the number of good records (and how many of them are catalog
-entries, if any) and, if the file is damaged, each
-damaged part: its offset, what is wrong (a checksum mismatch, bytes that
-are not records) and the jobs it names, as far as they can be read; then
+entries, if any) and, if the file is damaged, each damaged part: its
+offset, what is wrong (a checksum mismatch, bytes that are not records)
+and the jobs or catalog entry it names, as far as they can be read; then
 a truncated tail, if any.  A file that cannot be read on past some offset
 (a record this version does not understand, or damage with no whole
 checksummed record after it) is reported at that offset.
@@ -39,9 +39,10 @@ COPY_CHUNK = 1 << 20
 
 class Report:
     """What :func:`check` found in a file: ``records`` good records,
-    ``catalog`` of them CATALOG records, ``damage`` (a list of Damage), ``good``: where the last whole record
-    ends (the torn tail starts), ``size``, and ``stop``: the AOFError past
-    which the file cannot be read, if any."""
+    ``catalog`` of them CATALOG records, ``damage`` (a list of Damage),
+    ``good``: where the last whole record ends (the torn tail starts),
+    ``size``, and ``stop``: the AOFError past which the file cannot be
+    read, if any."""
 
     def __init__(self, size):
         self.size = size
