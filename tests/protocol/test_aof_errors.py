@@ -14,6 +14,7 @@ from twisted.logger import formatEvent
 
 from disque.persistence.aof import AOFPersistence
 from disque.persistence.scan import read_records
+from tests.support.aof_files import records_on_disk
 from tests.support.storage_faults import FaultyFileSystem
 from tests.support.memory import captured_log, cmd
 
@@ -24,18 +25,6 @@ def faulty(node):
     fs = FaultyFileSystem()
     node.service.persistence.fs = fs
     return fs
-
-
-def records_on_disk(node):
-    """The records in the node's AOF, asserting the file holds whole
-    records only."""
-    path = node.service.persistence.path
-    out = []
-    for argv, end in read_records(path):
-        if argv is None:
-            assert end == os.path.getsize(path), "a partial record in the file"
-            return out
-        out.append(argv)
 
 
 def job_ids_on_disk(node):

@@ -1,11 +1,14 @@
 """The catalog across restarts, on whole nodes in memory: what a node
 wrote to its AOF (kill -9 leaves every write the kernel was given: the
 files as they are) brings its catalog entries back, after appends, a
-BGREWRITEAOF, ``CONFIG SET appendonly yes`` and a controlled restart."""
+BGREWRITEAOF, ``CONFIG SET appendonly yes`` and a controlled restart; and
+a change is acknowledged only once its record is on disk."""
 
 import shutil
 
-from tests.support.memory import Node
+from tests.support.aof_files import records_on_disk
+from tests.support.memory import Node, cmd
+from tests.support.storage_faults import FaultyFileSystem
 
 ENTRIES = [(b"limit", b"q", b"rate=50"), (b"schedule", b"nightly", b"0 3 * * *"), (b"limit", b"old", b"")]
 
@@ -89,4 +92,26 @@ def test_a_controlled_restart_keeps_the_catalog_without_appendonly(make, tmp_pat
     conn.call("SHUTDOWN", "REWRITE-AOF")
     restarted = killed(node, tmp_path / "restarted", appendonly="no")
     assert catalog(restarted) == catalog(node) and len(catalog(node)) == 3
+    restarted.service.stopService()
+
+
+def test_a_schedule_change_is_acknowledged_only_once_its_record_is_on_disk(make, tmp_path):
+    """A full disk holds SCHEDULE's reply as it holds ADDJOB's: no +OK
+    leaves for a catalog entry that is not in the file."""
+    node = make(appendonly="yes", appendfsync="always")
+    fs = FaultyFileSystem()
+    node.service.persistence.fs = fs
+    conn = node.connect()
+    fs.full(room=20)
+    conn.proto.dataReceived(cmd("SCHEDULE", "ADD", "nightly", "sq", "body", "CRON", "0 3 * * *"))
+    assert conn.take() == b""
+    assert [argv for argv in records_on_disk(node) if argv[0] == b"CATALOG"] == []
+    node.advance(1.0)  # retried every tick: still full
+    assert conn.take() == b""
+    fs.free()
+    node.advance(0.2)  # the next tick writes the kept record, and the reply leaves
+    assert conn.take() == b"+OK\r\n"
+    assert [argv[0] for argv in records_on_disk(node)] == [b"CATALOG"]
+    restarted = killed(node, tmp_path / "restarted")
+    assert restarted.connect().call("SCHEDULE", "LIST") == b"*1\r\n$7\r\nnightly\r\n"
     restarted.service.stopService()

@@ -1,12 +1,16 @@
-"""AOF files in process, for the unit tier: a persistence on a test
-directory, loading a file into a new node, and what a test needs around
-them (a reactor whose turns the test runs, the log captured)."""
+"""AOF files in process: a persistence on a test directory, loading a
+file into a new node, the records a node's file holds, and what a test
+needs around them (a reactor whose turns the test runs, the log
+captured)."""
+
+import os
 
 from twisted.logger import formatEvent, globalLogPublisher
 
 from disque.config import Config
 from disque.core.node import NodeState
 from disque.persistence import aof
+from disque.persistence.scan import read_records
 
 AOF = "disque.aof"
 
@@ -54,3 +58,15 @@ class Logged:
     @property
     def lines(self):
         return [formatEvent(e) for e in self.events]
+
+
+def records_on_disk(node):
+    """The records in the AOF of ``node`` (a tests.support.memory.Node),
+    asserting the file holds whole records only."""
+    path = node.service.persistence.path
+    out = []
+    for argv, end in read_records(path):
+        if argv is None:
+            assert end == os.path.getsize(path), "a partial record in the file"
+            return out
+        out.append(argv)
