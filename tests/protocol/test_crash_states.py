@@ -92,8 +92,8 @@ def test_everysec_may_bring_back_acknowledged_deletions(reports):
 def test_kill_9_at_any_point_loses_nothing_the_node_acknowledged(recordings, tmp_path, name):
     """kill -9 of the process leaves every write it made (the kernel has
     them): whatever appendfsync says, every job whose ADDJOB was answered
-    is there, no deleted one is back, and no RETRY 0 job delivered is
-    queued again."""
+    (and every schedule whose SCHEDULE ADD was) is there, no deleted one is
+    back, and no RETRY 0 job delivered is queued again."""
     rec = recordings(name)
     problems = []
     for c in range(len(rec.ops) + 1):
@@ -105,6 +105,9 @@ def test_kill_9_at_any_point_loses_nothing_the_node_acknowledged(recordings, tmp
         problems += ["kill after op %d: %s missing" % (c, j) for j in sorted(rec.required(c, kill=True))
                      if j not in jobs]
         problems += ["kill after op %d: deleted %s is back" % (c, j) for j in rec.deleted(c) if j in jobs]
+        missing, back = rec.catalog_problems(c, service.runtime.node, kill=True)
+        problems += ["kill after op %d: schedule %s missing" % (c, n) for n in missing]
+        problems += ["kill after op %d: deleted schedule %s is back" % (c, n) for n in back]
         problems += ["kill after op %d: %s (RETRY 0, delivered) is queued again" % (c, j)
                      for j in rec.delivered(c) if j in jobs and jobs.get(j).retry == 0
                      and jobs.get(j).state == cs.QUEUED]

@@ -375,6 +375,10 @@ class History:
         self.deletes_sent = {}  # job ID -> first ``at`` an ACKJOB/DELJOB of it reached the node
         self.deletes_acked = {}  # job ID -> ``at`` its reply (:1) left
         self.delivered = {}  # job ID -> ``at`` the first GETJOB reply holding it left
+        # The catalog (CATALOG records), as for jobs: SCHEDULE ADD and DEL.
+        self.schedules = {}  # schedule name -> Add (body: its name): SCHEDULE ADD's +OK left at ``at``
+        self.schedule_deletes_sent = {}  # name -> first ``at`` a SCHEDULE DEL of it reached the node
+        self.schedule_deletes_acked = {}  # name -> ``at`` its reply (:1) left
 
     def sent(self, at, argv):
         name = argv[0].upper()
@@ -383,6 +387,8 @@ class History:
         elif name in (b"ACKJOB", b"DELJOB", b"FASTACK"):
             for job_id in argv[1:]:
                 self.deletes_sent.setdefault(job_id, at)
+        elif name == b"SCHEDULE" and argv[1].upper() == b"DEL":
+            self.schedule_deletes_sent.setdefault(argv[2], at)
 
     def replied(self, at, argv, reply, policy):
         name = argv[0].upper()
@@ -393,6 +399,10 @@ class History:
         elif name == b"GETJOB" and isinstance(reply, list):
             for job in reply:
                 self.delivered.setdefault(job[1], at)
+        elif name == b"SCHEDULE" and argv[1].upper() == b"ADD" and reply == b"OK":
+            self.schedules[argv[2]] = Add(argv[2], at, policy)
+        elif name == b"SCHEDULE" and argv[1].upper() == b"DEL" and reply == 1:
+            self.schedule_deletes_acked.setdefault(argv[2], at)
 
 
 class RecordingTransport(StringTransport):
@@ -529,20 +539,36 @@ class Recording:
         ``c`` operations (``kill``: of the process only, the kernel keeps
         every write)."""
         h = self.history
-        out = set()
-        for job_id, add in h.adds.items():
-            if add.policy == "torn":  # its record never was whole
-                need = False
-            elif add.policy == "always" or (kill and add.policy != "off"):
-                need = add.at <= c
-            elif kill:  # added with the AOF off: written by the rewrite that renamed its file over it
-                need = any(add.at <= r < c for r in self.renames)
-            else:
-                points = self.rewrite_points if add.policy == "off" else self.file_points
-                need = any(add.at <= p < c for p in points)
-            if need and not h.deletes_sent.get(job_id, c) < c:
-                out.add(job_id)
-        return out
+        return {job_id for job_id, add in h.adds.items()
+                if self._durable(add, c, kill) and not h.deletes_sent.get(job_id, c) < c}
+
+    def required_schedules(self, c, kill=False):
+        """Schedule names that must be there after a crash following the
+        first ``c`` operations, as :meth:`required`."""
+        h = self.history
+        return {name for name, add in h.schedules.items()
+                if self._durable(add, c, kill) and not h.schedule_deletes_sent.get(name, c) < c}
+
+    def _durable(self, add, c, kill):
+        """Whether what ``add`` acknowledged is on disk after the first
+        ``c`` operations, as the policy it was answered under promises."""
+        if add.policy == "torn":  # its record never was whole
+            return False
+        if add.policy == "always" or (kill and add.policy != "off"):
+            return add.at <= c
+        if kill:  # added with the AOF off: written by the rewrite that renamed its file over it
+            return any(add.at <= r < c for r in self.renames)
+        points = self.rewrite_points if add.policy == "off" else self.file_points
+        return any(add.at <= p < c for p in points)
+
+    def catalog_problems(self, c, node, kill=False):
+        """``(missing, back)``: the schedules acknowledged as durable after
+        the first ``c`` operations that ``node`` (a NodeState) lacks, and
+        those whose deletion was acknowledged that it has."""
+        specs = node.recurring.specs
+        missing = sorted(n for n in self.required_schedules(c, kill) if n not in specs)
+        back = sorted(n for n, at in self.history.schedule_deletes_acked.items() if at <= c and n in specs)
+        return missing, back
 
     def deleted(self, c):
         """Job IDs whose ACKJOB/DELJOB reply left before crash point ``c``."""
@@ -959,6 +985,10 @@ def _check(report, recording, state, directory, directives, where):
         if job.body not in h.bodies or (add is not None and add.body != job.body):
             report.unexpected.append("%s: %s with body %r was never added" % (where, job.id, job.body[:40]))
     report.resurrected += any(j in jobs for j in recording.deleted(state.point))
+    missing, back = recording.catalog_problems(state.point, service.runtime.node)
+    report.lost += ["%s: schedule %s (acknowledged at %d) is missing" % (where, name.decode(), h.schedules[name].at)
+                    for name in missing]
+    report.resurrected += bool(back)
     for job_id in sorted(recording.delivered(state.point)):
         job = jobs.get(job_id)
         if job is not None and job.retry == 0 and job.state == QUEUED:
@@ -1034,6 +1064,28 @@ def add_during_rewrite(s, c):
     c.call("ADDJOB", "q", "after", 0)
 
 
+def schedules(s):
+    """SCHEDULE ADD and DEL among ADDJOBs (CATALOG records among LOADJOBs),
+    then BGREWRITEAOF one job per reactor turn with a schedule and a job
+    added each turn: the rewrite writes the catalog first, the records of
+    the meantime go to the live file and to the rewrite's buffer.  (The
+    schedules run at 03:00: none is due while the workload runs.)"""
+    c = s.connect()
+    for i in range(3):
+        c.call("SCHEDULE", "ADD", "before-%d" % i, "sq", "run", "CRON", "0 3 * * *")
+        c.call("ADDJOB", "q", "old-%d" % i, 0)
+    c.call("SCHEDULE", "DEL", "before-0")
+    c.call("BGREWRITEAOF")
+    i = 0
+    while s.rewriting():
+        c.call("SCHEDULE", "ADD", "during-%d" % i, "sq", "run", "CRON", "0 3 * * *")
+        c.call("ADDJOB", "q", "during-%d" % i, 0)
+        i += 1
+        s.turn()
+    c.call("SCHEDULE", "DEL", "before-1")
+    c.call("SCHEDULE", "ADD", "after", "sq", "run", "CRON", "0 3 * * *")
+
+
 def appendonly_at_run_time(s):
     """Jobs added with the AOF off, then CONFIG SET appendonly yes (a
     rewrite writes them, one per turn) with ADDJOBs meanwhile."""
@@ -1103,6 +1155,7 @@ WORKLOADS = {
     "many-batches": Workload(many_batches, ALWAYS, "aof", None),
     "ack-delete": Workload(ack_delete, ALWAYS, "aof", None),
     "rewrite-in-traffic": Workload(rewrite_in_traffic, REWRITE_STEP_1, "aof", None),
+    "schedules": Workload(schedules, REWRITE_STEP_1, "aof", None),
     # (restarted with the AOF on: CONFIG REWRITE, or the file, says so by then)
     "appendonly-at-run-time": Workload(appendonly_at_run_time, dict(REWRITE_STEP_1, appendonly="no"), "no-aof",
                                        REWRITE_STEP_1),
