@@ -15,10 +15,11 @@ they agree on what firing makes:
   within ``dedup-window``, adds nothing;
 * nodes take turns: for each run the nodes that keep the catalog, minus the
   ones this node believes failing, are ranked by a hash of (schedule, run,
-  node ID), the same order on every node; the node ranked ``r`` fires
-  ``r * BACKUP_STEP_MS`` after the run's time, unless it has heard by then
-  that the run was fired.  In a healthy cluster the first-ranked node fires
-  and the others only learn of it;
+  node ID), the same order on every node; time from the run's is cut in
+  steps of ``BACKUP_STEP_MS`` dealt to the nodes by rank, round and round
+  (:meth:`Recurring.my_turn`), and a node fires only in its own steps,
+  unless it has heard by then that the run was added.  In a healthy
+  cluster the first-ranked node fires and the others only learn of it;
 * a run counts as fired once its job is added with its copies (REPLICATE,
   as ADDJOB: the copies confirmed): the firing node then sends its
   progress to every node.  If it dies first, the next-ranked node fires
@@ -116,7 +117,6 @@ class Recurring:
         self.fired = 0  # runs fired by this node (INFO)
         self.skipped = 0  # late or refused runs this node skipped
         self.settled = False
-        self.settled_at = 0
         self._since = None  # when this node (re)started listening for news
         self._last_call = None
         node.settings.on(KIND, self._on_schedule)
@@ -204,7 +204,6 @@ class Recurring:
             elif now - since < cluster.node_timeout:
                 return False
         self.settled = True
-        self.settled_at = now
         return True
 
     def _eligible(self) -> list:
@@ -237,8 +236,21 @@ class Recurring:
                 if not times:
                     return
         t = times[0]
-        if now >= max(t, self.settled_at) + self._rank(name, t, nodes) * BACKUP_STEP_MS:
+        if self.my_turn(name, t, nodes, now):
             self._fire(name, version, spec, t)
+
+    def my_turn(self, name, t, nodes, now) -> bool:
+        """Whether ``now`` is in one of this node's turns for run ``t``:
+        the run's time is cut in steps of ``BACKUP_STEP_MS`` from ``t``,
+        dealt to ``nodes`` in their rank order, round and round (rank 0
+        has steps 0, n, 2n...).  One node a step: two nodes never fire a
+        run at once, not even after an attempt that failed (its copies
+        voided) while the next node's turn had come."""
+        if now < t:
+            return False
+        step = (now - t) // BACKUP_STEP_MS
+        rank = self._rank(name, t, nodes)
+        return step >= rank and (step - rank) % len(nodes) == 0
 
     def late_window(self, nodes: int) -> int:
         """How long before this node came back an unfired run is still

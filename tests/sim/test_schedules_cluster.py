@@ -236,6 +236,24 @@ def test_the_next_ranked_node_fires_a_dead_nodes_turn_one_step_later(fires):
     assert [f for f in fires if f[1] == t] == [(order[1], t)]  # and nobody else fires it
 
 
+def test_turns_go_round_one_node_a_step():
+    """Every step of BACKUP_STEP_MS after a run's time belongs to one node,
+    by rank, round and round: two nodes never fire a run in one step, not
+    even once every node has had its first turn (an attempt voided late)."""
+    sim = cluster(3)
+    nodes = [n.my_id for n in sim.nodes]
+    t = sim.now + 10_000
+    owners = []
+    for step in range(9):
+        at = t + step * BACKUP_STEP_MS + BACKUP_STEP_MS // 2
+        mine = [i for i, n in enumerate(sim.nodes) if n.recurring.my_turn(b"tick", t, nodes, at)]
+        owners.append(mine)
+    assert all(len(m) == 1 for m in owners)
+    first = [m[0] for m in owners[:3]]
+    assert sorted(first) == [0, 1, 2] and [m[0] for m in owners] == first * 3
+    assert not any(n.recurring.my_turn(b"tick", t, nodes, t - 1) for n in sim.nodes)
+
+
 def test_backups_wait_their_turn_and_stand_down_when_the_run_was_fired():
     sim = cluster(3)
     add(sim, 0)
