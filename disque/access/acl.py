@@ -12,7 +12,7 @@ run, and the queue patterns it may touch.  Rules are Redis' words::
 Categories fitted to a job queue (:data:`CATEGORIES`): ``@produce``
 (ADDJOB), ``@consume`` (GETJOB, ACKJOB, FASTACK, NACK, WORKING),
 ``@inspect`` (QLEN, QPEEK, QSTAT, SHOW, JSCAN, QSCAN, INFO), ``@manage``
-(PAUSE, ENQUEUE, DEQUEUE, DELJOB, REVIVE), ``@admin`` (CONFIG, CLUSTER,
+(PAUSE, QLIMIT, ENQUEUE, DEQUEUE, DELJOB, REVIVE), ``@admin`` (CONFIG, CLUSTER,
 DEBUG, SHUTDOWN, BGREWRITEAOF, ACL, MONITOR, SLOWLOG, LATENCY, CLIENT
 LIST/KILL/PAUSE, LOADJOB) and ``@connection`` (PING, TIME, COMMAND, HELLO,
 the other CLIENT subcommands: what a client library needs to connect).

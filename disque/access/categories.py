@@ -15,7 +15,7 @@ CATEGORIES = OrderedDict((
     (b"consume", (b"getjob", b"ackjob", b"fastack", b"nack", b"working")),
     (b"inspect", (b"qlen", b"qpeek", b"qstat", b"show", b"jscan", b"qscan", b"info", b"schedule|list",
                   b"schedule|show")),
-    (b"manage", (b"pause", b"enqueue", b"dequeue", b"deljob", b"revive", b"schedule|add", b"schedule|del",
+    (b"manage", (b"pause", b"qlimit", b"enqueue", b"dequeue", b"deljob", b"revive", b"schedule|add", b"schedule|del",
                  b"schedule|pause", b"schedule|resume")),
     (b"admin", (b"config", b"cluster", b"debug", b"shutdown", b"bgrewriteaof", b"acl", b"monitor",
                 b"slowlog", b"latency", b"loadjob", b"client|list", b"client|kill", b"client|pause")),
@@ -65,7 +65,7 @@ def _schedule_queue(argv):
 
 #: command -> the queue names it takes from argv.
 QUEUE_ARGS = {b"addjob": _first, b"qlen": _first, b"qpeek": _first, b"qstat": _first, b"pause": _first,
-              b"getjob": _getjob_queues, b"jscan": _option_queue, b"schedule": _schedule_queue}
+              b"qlimit": _first, b"getjob": _getjob_queues, b"jscan": _option_queue, b"schedule": _schedule_queue}
 #: command -> the job IDs it takes from argv.
 JOB_ARGS = {b"ackjob": _all, b"fastack": _all, b"nack": _all, b"enqueue": _all, b"dequeue": _all,
             b"deljob": _all, b"revive": _all, b"show": _first, b"working": _first}

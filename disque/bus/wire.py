@@ -33,11 +33,13 @@ else.
 
 Version 6 (the catalog: schedules and queue limits, docs/extensions.md)
 adds SETTINGS (a u32 count of catalog entries, each a str32 in the one
-encoding of ``disque.core.catalog``, then ``mode`` u8: 0 to 2) and SETTINGSSUM
-(a 20-byte digest), and changes nothing else.
+encoding of ``disque.core.catalog``, then ``mode`` u8: 0 to 2), SETTINGSSUM
+(a 20-byte digest) and QDEMAND (a u32 count of queues, each a str32 name,
+``demand`` u32 and ``inflight`` u32: the queue limits' split), and
+changes nothing else.
 
-A frame is written in the version its receiver reads: SETTINGS and
-SETTINGSSUM in version 6 to a peer whose frames carry ``H_SETTINGS`` (and
+A frame is written in the version its receiver reads: SETTINGS,
+SETTINGSSUM and QDEMAND in version 6 to a peer whose frames carry ``H_SETTINGS`` (and
 never to another), GOTJOBS and REPLJOBS
 in version 5 to a peer whose frames carry the ``H_BATCHES`` header flag
 (and never to another), COUNTSASK and
@@ -67,7 +69,7 @@ from ..core.job import MAX_JOB_COUNTER
 from ..core.limits import MAX_JOB_SECONDS
 
 VERSION = 6
-SETTINGS = 6  # the version of SETTINGS and SETTINGSSUM (H_SETTINGS)
+SETTINGS = 6  # the version of SETTINGS, SETTINGSSUM and QDEMAND (H_SETTINGS)
 BATCHES = 5  # the version of REPLJOBS and GOTJOBS (H_BATCHES)
 EXTENSIONS = 3  # the version of job options and NACKDELAY (H_EXTENSIONS)
 OLDEST_PEER = 2  # the version written to a peer that did not announce H_EXTENSIONS
@@ -79,6 +81,7 @@ MAX_JOBS = 100_000
 MAX_PATTERNS = 1024  # a user's queue patterns in a COUNTSASK
 MAX_COUNTS = 10_000  # queues in a COUNTS answer
 MAX_ENTRIES = 4096  # catalog entries in a SETTINGS message
+MAX_DEMANDS = 4096  # queues in a QDEMAND message
 DIGEST_LEN = 20  # a SETTINGSSUM's digest (SHA-1)
 
 _U8 = struct.Struct(">B")
@@ -392,6 +395,29 @@ def _put_sum(out, m, version):
     out.append(m.digest)
 
 
+_DEMAND_NUMS = struct.Struct(">II")
+
+
+def _put_demand(out, m, version):
+    if len(m.queues) > MAX_DEMANDS:
+        raise WireError("too many queues")
+    out.append(_U32.pack(len(m.queues)))
+    try:
+        for d in m.queues:
+            _put_str32(out, d.queue)
+            out.append(_DEMAND_NUMS.pack(d.demand, d.inflight))
+    except (struct.error, ValueError, OverflowError) as e:  # (PyPy: ValueError for a negative)
+        raise WireError("qdemand: %s" % e) from None
+
+
+def _get_demand(r):
+    n = r.u32()
+    if n > MAX_DEMANDS:
+        raise WireError("too many queues")
+    return messages.QDemand(tuple(messages.QueueDemand(bytes(r.str32()), *r.unpack(_DEMAND_NUMS))
+                                  for _ in range(n)))
+
+
 _CODECS = {
     messages.Meet: _gossip_msg(messages.Meet),
     messages.Ping: _gossip_msg(messages.Ping),
@@ -424,11 +450,12 @@ _CODECS = {
     messages.Counts: (_put_counts, _get_counts),
     messages.Settings: (_put_settings, _get_settings),
     messages.SettingsSum: (_put_sum, lambda r: messages.SettingsSum(bytes(r.take(DIGEST_LEN)))),
+    messages.QDemand: (_put_demand, _get_demand),
 }
 #: Messages that older versions do not know (never written to their nodes).
 FIRST_VERSION = {messages.NackDelay: EXTENSIONS, messages.CountsAsk: 4, messages.Counts: 4,
                  messages.GotJobs: BATCHES, messages.ReplJobs: BATCHES,
-                 messages.Settings: SETTINGS, messages.SettingsSum: SETTINGS}
+                 messages.Settings: SETTINGS, messages.SettingsSum: SETTINGS, messages.QDemand: SETTINGS}
 _CODE_OF = {cls: code for code, cls in messages.TYPES}
 _CLASS_OF = {code: cls for code, cls in messages.TYPES}
 assert set(_CODECS) == set(_CODE_OF)

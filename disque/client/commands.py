@@ -19,8 +19,8 @@ from typing import Callable, Iterable, Optional, Sequence, Tuple
 # call is sent.
 from ..core.limits import MAX_BACKOFF_MS, MAX_DELIVERIES, MAX_NACK_DELAY_MS, PRIORITY_MAX, PRIORITY_MIN
 from .job import Job
-from .replies import (int_reply, pairs, pairs_reply, parse_hello, parse_info, parse_jobs, raw, scan_page, text,
-                      text_list_reply, text_reply)
+from .replies import (int_reply, ok_reply, pairs, pairs_reply, parse_hello, parse_info, parse_jobs, qlimit_reply, raw,
+                      scan_page, text, text_list_reply, text_reply)
 
 
 class Call:
@@ -337,6 +337,39 @@ class Commands:
         if not options:
             raise TypeError("pause needs at least one option (in, out, all, none, state, bcast)")
         return self._run(Call(["PAUSE", queue] + list(options), text_reply))
+
+    def qlimit(self, queue):
+        """QLIMIT queue (an extension): the queue's limits and this node's
+        part of them as a dict (``rate``, ``burst``, ``concurrency``,
+        ``rate-here``, ``concurrency-here``, ``in-flight``, ``held``; rates
+        as ``float``, 0 for no limit); ``{}`` for a queue without limits."""
+        return self._run(Call(["QLIMIT", queue], qlimit_reply))
+
+    def set_qlimit(self, queue, rate=None, burst: Optional[int] = None, concurrency: Optional[int] = None):
+        """QLIMIT queue RATE r [BURST b] [CONCURRENCY c] (an extension):
+        set the queue's limits cluster-wide, replacing the ones it had.
+        ``rate``: deliveries per second (an ``int``, or a ``float``
+        rounded to 3 decimals); ``burst`` needs ``rate``.  True once set."""
+        if rate is None and concurrency is None:
+            raise TypeError("set_qlimit needs rate or concurrency (clear_qlimit removes the limits)")
+        if burst is not None and rate is None:
+            raise TypeError("burst needs rate")
+        args = ["QLIMIT", queue]
+        if rate is not None:
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.001 <= rate <= 1_000_000:
+                raise ValueError("rate must be a number of deliveries per second from 0.001 to 1000000, got %r"
+                                 % (rate,))
+            args += ("RATE", ("%.3f" % rate).rstrip("0").rstrip("."))
+        if burst is not None:
+            args += ("BURST", _ranged("burst", burst, 1, (1 << 31) - 1))
+        if concurrency is not None:
+            args += ("CONCURRENCY", _ranged("concurrency", concurrency, 1, (1 << 31) - 1))
+        return self._run(Call(args, ok_reply))
+
+    def clear_qlimit(self, queue):
+        """QLIMIT queue NONE (an extension): remove the queue's limits,
+        cluster-wide.  True once done."""
+        return self._run(Call(["QLIMIT", queue, "NONE"], ok_reply))
 
     # -- Scans (one page; the clients iterate) -------------------------------------
 

@@ -78,6 +78,20 @@ def pairs_reply(reply, node):
     return pairs(reply)
 
 
+def qlimit_reply(reply, node) -> dict:
+    """QLIMIT queue: its fields as a dict, the rates as ``float``
+    (deliveries per second); ``{}`` for a queue without limits."""
+    out = pairs(reply) or {}
+    for key in ("rate", "rate-here"):
+        if key in out:
+            out[key] = float(out[key])
+    return out
+
+
+def ok_reply(reply, node) -> bool:
+    return text(reply) == "OK"
+
+
 def parse_jobs(reply, node) -> List[Job]:
     """GETJOB / QPEEK: ``[[queue, id, body(, "nacks", n, "additional-deliveries", n)], ...]``
     (nil when GETJOB timed out) as a list of :class:`Job`."""

@@ -91,7 +91,7 @@ def load():
     """Import the handler modules (each registers its commands in
     ``TABLE``) and return :func:`.dispatcher.dispatch`.  The service calls it when it
     builds a node; importing this package alone registers nothing."""
-    from . import acl, admin, cluster, connection, diagnostics, info, jobs, queues, schedules  # noqa: F401
+    from . import acl, admin, cluster, connection, diagnostics, info, jobs, qlimit, queues, schedules  # noqa: F401
     from .dispatcher import dispatch
 
     return dispatch

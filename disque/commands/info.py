@@ -80,7 +80,13 @@ def info_jobs(ctx):
 
 
 def info_queues(ctx):
-    return _section(b"Queues", [("registered_queues", len(ctx.node.queues))])
+    limits = ctx.node.qlimits
+    fields = [("registered_queues", len(ctx.node.queues))]
+    if limits.by_name:  # queue limits (QLIMIT, docs/extensions.md): the original's section without
+        fields += [("limited_queues", len(limits.by_name)),
+                   ("limited_in_flight", sum(limits.inflight.get(name, 0) for name in limits.by_name)),
+                   ("limit_held_deliveries", limits.held)]
+    return _section(b"Queues", fields)
 
 
 def info_persistence(ctx):

@@ -1,6 +1,7 @@
 """Queue commands: GETJOB, QLEN, QSTAT, QPEEK, QSCAN, PAUSE."""
 
 from ..core.errors import CommandError
+from ..core.qlimits import format_rate
 from ..core.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PAUSE_NAMES
 from ..resp import reply
 from ..contract import BLOCKED
@@ -140,6 +141,15 @@ def qstat(ctx, client, argv):
         names = sorted(name for name, (_, spec) in specs.items() if spec.queue == q.name)
         if names:
             fields += (b"$9\r\nschedules\r\n", reply.bulk_array(names))
+    limits = node.qlimits
+    lim = limits.by_name.get(q.name) if limits.by_name else None
+    if lim is not None:  # a limited queue (QLIMIT, docs/extensions.md): its limits and how often they held
+        limit = lim.limit
+        fields += (b"$4\r\nrate\r\n", reply.bulk(format_rate(limit.rate_milli)),
+                   b"$5\r\nburst\r\n", reply.integer(limit.burst),
+                   b"$11\r\nconcurrency\r\n", reply.integer(limit.concurrency),
+                   b"$9\r\nin-flight\r\n", reply.integer(limits.inflight.get(q.name, 0)),
+                   b"$4\r\nheld\r\n", reply.integer(lim.held))
     return reply.array(fields)
 
 

@@ -13,7 +13,7 @@ Invariant: an ACKED job is never queued again, by this node or, once its
 SETACK arrived, by any other.
 """
 
-from .job import ACKED, Job
+from .job import ACKED, F_LIMIT_SLOT, Job
 from . import messages
 from .jobid import is_at_most_once, ttl_minutes
 
@@ -98,6 +98,8 @@ class Acks:
             return
         self.node.queues.dequeue(job)
         job.state = ACKED
+        if job.flags & F_LIMIT_SLOT:
+            self.node.qlimits.release(job)
         self._jobs.acked += 1
         if job.extra.confirmed is not None:  # (job.confirmed) copies confirmed while replicating
             job.confirmed = None

@@ -1,7 +1,7 @@
 """The catalog: the settings every node of the cluster keeps alike.
 
 Schedules (:mod:`disque.core.recurring`) and queue limits (rate and concurrency,
-:mod:`disque.core.throttle`) are not jobs: a node does not own them, every
+:mod:`disque.core.qlimits`) are not jobs: a node does not own them, every
 node needs them, and a change made on any node must reach the others and
 survive restarts.  The catalog holds them as entries keyed by ``(kind,
 name)``, and each node keeps a copy:

@@ -13,7 +13,10 @@ Invariants:
   the ``waiting`` list of each of its queues until it is served, times out
   or goes away; a queue with waiting clients is never reclaimed;
 * a job is handed to a blocked client only from a queue that is not paused
-  out, and only the first client in a queue's ``waiting`` list gets it.
+  out, and only the first client in a queue's ``waiting`` list gets it;
+* a limited queue (QLIMIT, :mod:`disque.core.qlimits`) hands out only what
+  its limit allows, and a new GETJOB does not pass the clients already
+  waiting on it.  An unlimited queue pays one test of an empty dict.
 """
 
 from .effects import Reply
@@ -47,6 +50,8 @@ class GetJob:
         self._timers = node.timers
         self._blocked = {}  # client -> Blocked
         self._wait = node.latency.getjob_wait
+        self._qlimits = node.qlimits
+        self._limited = node.qlimits.by_name  # empty unless some queue is limited
 
     def get_jobs(self, names, count: int) -> list:
         """Pop up to ``count`` jobs scanning ``names`` left to right, again
@@ -57,6 +62,7 @@ class GetJob:
         get = queues.get
         federation = self.node.federation
         federating = federation.policy is not None
+        limited = self._limited
         while True:
             before = len(out)
             for name in names:
@@ -65,7 +71,17 @@ class GetJob:
                     if federating:
                         federation.need_jobs(name, "waiting")
                     continue
-                out.append(queues.fetch(q))
+                if limited and name in limited:
+                    lim = limited[name]
+                    if q.waiting:  # clients already wait for what the limit holds: they go first
+                        self._qlimits.hold(lim, True)
+                        continue
+                    job = self._qlimits.fetch(lim, q, True)
+                    if job is None:
+                        continue
+                    out.append(job)
+                else:
+                    out.append(queues.fetch(q))
                 if not q.jobs and federating:
                     federation.need_jobs(name, "zero")
                 if len(out) == count:
@@ -147,11 +163,18 @@ class GetJob:
         queues = self._queues
         ready = queues.ready
         federation = self.node.federation
+        limited = self._limited
         while ready:
             q = ready.pop()
+            lim = limited.get(q.name) if limited else None
             while q.waiting and q.jobs and not q.flags & PAUSED_OUT:
                 b = q.waiting[0]
-                job = queues.fetch(q)
+                if lim is None:
+                    job = queues.fetch(q)
+                else:
+                    job = self._qlimits.fetch(lim, q)
+                    if job is None:
+                        break
                 if not q.jobs and federation.policy is not None:
                     federation.need_jobs(q.name, "zero-blocked")
                 self._release(b, b.serve([job]))

@@ -53,6 +53,7 @@ F_DELIVERED = 4  # served to a client at least once by this node
 F_EXTREPL = 8  # created here without a local copy (leaving / low memory)
 F_LOADED = 16  # loaded from the AOF: no WILLQUEUE before the other copies can answer it
 F_NACK_DELAYED = 32  # NACKed with a delay (counted then): the requeue at qtime counts nothing
+F_LIMIT_SLOT = 64  # delivered here under a concurrency limit, still in flight (disque.core.qlimits)
 
 WILLQUEUE_ADVANCE = 500  # ms before qtime when WILLQUEUE is sent
 LOADED_RECHECK = 100  # ms between looks at the links of a loaded job's copies

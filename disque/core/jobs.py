@@ -16,7 +16,7 @@ Invariants:
 """
 
 from .job import (
-    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_LOADED, F_NACK_DELAYED, Job, QUEUED, WAIT_REPL,
+    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_LIMIT_SLOT, F_LOADED, F_NACK_DELAYED, Job, QUEUED, WAIT_REPL,
     WILLQUEUE_ADVANCE
 )
 from . import messages
@@ -85,6 +85,8 @@ class Jobs:
         self._schedule.remove(job)
         if job.state == QUEUED:
             node.queues.dequeue(job)
+        elif job.flags & F_LIMIT_SLOT:
+            node.qlimits.release(job)
         return True
 
     def log_added(self, job) -> None:

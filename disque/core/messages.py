@@ -250,6 +250,23 @@ class SettingsSum(NamedTuple):
     digest: bytes
 
 
+class QueueDemand(NamedTuple):
+    """One limited queue in a QDEMAND: the sender's demand (its consumers,
+    disque.core.qlimits) and the queue's jobs it has in flight."""
+
+    queue: bytes
+    demand: int
+    inflight: int
+
+
+class QDemand(NamedTuple):
+    """The sender's demand for each queue it holds a limit for, a few
+    times a second (the cluster split, disque.core.budget).  Bus version 6
+    only."""
+
+    queues: tuple  # of QueueDemand
+
+
 # Wire type codes: stable, never reused (the bus protocol is versioned).
 TYPES = (
     (1, Meet), (2, Ping), (3, Pong), (4, Fail),
@@ -258,5 +275,5 @@ TYPES = (
     (20, SetAck), (21, GotAck), (22, DelJob),
     (30, NeedJobs), (31, YourJobs), (32, Pause),
     (40, CountsAsk), (41, Counts),
-    (50, Settings), (51, SettingsSum),
+    (50, Settings), (51, SettingsSum), (55, QDemand),
 )

@@ -25,6 +25,8 @@ attribute     module                      what it holds and does
                                           alike: schedules, queue limits
 ``recurring`` :mod:`~disque.core.recurring` schedules: their runs fired
                                           once, whichever nodes are up
+``qlimits``   :mod:`~disque.core.qlimits`  queue rate and concurrency
+                                          limits (QLIMIT), their split
 ``schedule``  :mod:`~disque.core.schedule`  due-time index of jobs
 ``timers``    :mod:`~disque.core.schedule`  the same, for blocked GETJOBs
                                           and ADDJOBs waiting for copies
@@ -61,6 +63,7 @@ from .jobs import Jobs
 from .latency import Latency
 from .membership import ClusterView
 from .memory import Memory
+from .qlimits import KIND as LIMIT_KIND, QueueLimits, Refill
 from .queues import Queues
 from .requeue import Requeue
 from .schedule import Schedule
@@ -94,6 +97,7 @@ class NodeState:
         self.queues = Queues(self)
         self.memory = Memory(self)
         self.federation = Federation(self)
+        self.qlimits = QueueLimits(self)
         self.addjob = AddJob(self, node_id)
         self.getjob = GetJob(self)
         self.requeue = Requeue(self)
@@ -101,14 +105,17 @@ class NodeState:
         self.dead_letters = DeadLetters(self)
         self.settings = Settings(self)  # the catalog: schedules, queue limits
         self.recurring = Recurring(self)  # schedules: their runs fired once
+        self.settings.on(LIMIT_KIND, self.qlimits.apply)
         # Queues that got jobs while clients wait on them: the runtime may skip
         # getjob.serve_ready() when it is empty.
         self.ready = self.queues.ready
         self._last_cron = 0
         self._bus = {}
-        for part in (self.addjob, self.requeue, self.acks, self.queues, self.federation, self.settings):
+        for part in (self.addjob, self.requeue, self.acks, self.queues, self.federation, self.settings,
+                     self.qlimits):
             self._bus.update(part.handlers())
-        self._timer_fired = {Blocked: self.getjob.time_out, Replication: self.addjob.step}
+        self._timer_fired = {Blocked: self.getjob.time_out, Replication: self.addjob.step,
+                             Refill: self.qlimits.refilled}
 
     @property
     def my_id(self) -> bytes:
@@ -158,6 +165,7 @@ class NodeState:
             self.cluster.cron(now)
             self.federation.cron()
             self.settings.cron()
+            self.qlimits.cron()
         self.getjob.serve_ready()
 
     def _pop_due(self) -> None:
@@ -228,6 +236,7 @@ class NodeState:
         self.jobs.clear()
         self.schedule.clear()
         self.queues.clear()
+        self.qlimits.forget_inflight()
         self.getjob.rewait_on_fresh_queues()
 
     def cluster_reset(self, hard: bool) -> None:

@@ -18,7 +18,9 @@ Invariants:
 from weakref import WeakValueDictionary, ref
 
 from .deadletter import is_due
-from .job import ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, F_NACK_DELAYED, JobExtra, QUEUED
+from .job import (
+    ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, F_LIMIT_SLOT, F_NACK_DELAYED, JobExtra, QUEUED
+)
 from . import messages
 from .queue import PAUSED_OUT, QUEUE_MAX_IDLE, Queue
 from .table import BucketedDict
@@ -113,6 +115,9 @@ class Queues:
             return False
         node = self.node
         flags = job.flags
+        if flags & F_LIMIT_SLOT:  # its flight under a concurrency limit ends
+            node.qlimits.release(job)
+            flags = job.flags
         if flags & F_NACK_DELAYED and not nack:
             job.flags = flags & ~F_NACK_DELAYED
             count = messages.COUNT_NONE

@@ -34,8 +34,8 @@ Invariants:
 
 from .deadletter import is_due
 from .job import (
-    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, F_LOADED, F_NACK_DELAYED, LOADED_RECHECK,
-    QUEUED, WILLQUEUE_ADVANCE
+    ACKED, ACTIVE, F_BCAST_QUEUED, F_BCAST_WILLQUEUE, F_DELIVERED, F_LIMIT_SLOT, F_LOADED, F_NACK_DELAYED,
+    LOADED_RECHECK, QUEUED, WILLQUEUE_ADVANCE
 )
 from . import messages
 from .errors import CommandError
@@ -217,6 +217,8 @@ class Requeue:
                     self._cluster.send(node_id, repeat)
         if job.state == QUEUED:
             self._queues.dequeue(job)
+        elif job.flags & F_LIMIT_SLOT:  # NACKed elsewhere: its flight here ends
+            self.node.qlimits.release(job)
         if msg.count:
             job.nacks += 1
         if job.retry:
@@ -246,6 +248,8 @@ class Requeue:
             return  # our requeue stays at the delay's end
         if job.state == QUEUED and sender > self.node.my_id:
             self._queues.dequeue(job)
+        elif job.flags & F_LIMIT_SLOT:  # queued again elsewhere: its flight here ends
+            self.node.qlimits.release(job)
         if job.retry:
             job.flags |= F_BCAST_QUEUED
             self._jobs.postpone(job)

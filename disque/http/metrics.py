@@ -90,6 +90,24 @@ def _queue_series(ctx, limit: int, visible=None):
     return out
 
 
+def _queue_limits(e, limits, visible) -> None:
+    """The queue limits (QLIMIT, docs/extensions.md): node-wide, and for
+    each limited queue (there are few: no cap, unlike the queue series)."""
+    limited = sorted((name, lim) for name, lim in limits.by_name.items() if visible is None or visible(name))
+    e.one("disque_limit_held_total", "counter", "Deliveries a queue limit held back here (all queues).", limits.held)
+    e.family("disque_queue_limit_rate", "gauge", "Each limited queue's rate limit, deliveries per second "
+             "cluster-wide (0: none).", [({"queue": name}, lim.limit.rate_milli / 1000.0) for name, lim in limited])
+    e.family("disque_queue_limit_concurrency", "gauge", "Each limited queue's concurrency limit, cluster-wide "
+             "(0: none).", [({"queue": name}, lim.limit.concurrency) for name, lim in limited])
+    e.family("disque_queue_limit_share", "gauge", "This node's part of each limited queue's rate (0 to 1).",
+             [({"queue": name}, float(lim.share)) for name, lim in limited])
+    e.family("disque_queue_limit_in_flight", "gauge", "Jobs of each limited queue delivered here and not yet "
+             "done (counted under a concurrency limit).",
+             [({"queue": name}, limits.inflight.get(name, 0)) for name, lim in limited])
+    e.family("disque_queue_limit_held_total", "counter", "Deliveries each limited queue's limit held back here "
+             "(QSTAT held).", [({"queue": name}, lim.held) for name, lim in limited])
+
+
 def render(runtime, visible=None) -> bytes:
     """The exposition for the node served by ``runtime`` (an
     ``IClientRuntime``: the node's figures come from
@@ -163,6 +181,7 @@ def render(runtime, visible=None) -> bytes:
              [({"queue": s[0]}, s[5]) for s in series])
     e.family("disque_queue_paused", "gauge", "1 for each queue's pause state (QSTAT pause).",
              [({"queue": s[0], "state": s[6].decode()}, 1) for s in series if s[6] is not None])
+    _queue_limits(e, ctx.node.qlimits, visible)
 
     # Schedules (docs/extensions.md): the series exist once a schedule does
     schedules = views.schedule_rows(ctx, visible)

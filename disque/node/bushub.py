@@ -28,13 +28,14 @@ log = logger("disque")
 # The messages written in a version newer than 2, and the peer flag
 # (disque.core.cluster_node) that says the peer reads it: version 3 changed
 # REPLJOB and YOURJOBS (job options) and added NACKDELAY, 4 added COUNTSASK
-# and COUNTS, 5 REPLJOBS and GOTJOBS, 6 SETTINGS and SETTINGSSUM.
+# and COUNTS, 5 REPLJOBS and GOTJOBS, 6 SETTINGS, SETTINGSSUM and QDEMAND.
 _NEEDS = {
     messages.ReplJob: (wire.EXTENSIONS, "extensions"), messages.YourJobs: (wire.EXTENSIONS, "extensions"),
     messages.NackDelay: (wire.EXTENSIONS, "extensions"),
     messages.CountsAsk: (4, "counts"), messages.Counts: (4, "counts"),
     messages.GotJobs: (wire.BATCHES, "batches"), messages.ReplJobs: (wire.BATCHES, "batches"),
     messages.Settings: (wire.SETTINGS, "settings"), messages.SettingsSum: (wire.SETTINGS, "settings"),
+    messages.QDemand: (wire.SETTINGS, "settings"),
 }
 
 

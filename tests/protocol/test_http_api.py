@@ -258,6 +258,29 @@ def test_metrics_count_nacks_and_dead_letters(make):
     assert b"\ndisque_nacks_total 2\n" in text and b"\ndisque_dead_letters_total 1\n" in text
 
 
+def test_metrics_show_the_queue_limits(make):
+    """QLIMIT's figures, parsed by Prometheus' own parser: the limits of a
+    limited queue, its part here, in flight and held."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    node = make(**{"http-port": "8012"})
+    c = node.connect()
+    for _ in range(3):
+        add(c, "lim", "x")
+    c.call("QLIMIT", "lim", "RATE", "0.5", "CONCURRENCY", "2")
+    c.call("GETJOB", "COUNT", "3", "FROM", "lim")
+    text = get(node, b"/metrics")[1]
+    fams = {f.name: f for f in text_string_to_metric_families(text.decode())}
+    values = {(s.name, s.labels.get("queue")): s.value for f in fams.values() for s in f.samples}
+    assert values[("disque_queue_limit_rate", "lim")] == 0.5
+    assert values[("disque_queue_limit_concurrency", "lim")] == 2
+    assert values[("disque_queue_limit_share", "lim")] == 1.0
+    assert values[("disque_queue_limit_in_flight", "lim")] == 1
+    assert values[("disque_queue_limit_held_total", "lim")] == 1
+    assert values[("disque_limit_held_total", None)] == 1
+    assert fams["disque_limit_held"].type == "counter" and fams["disque_queue_limit_rate"].documentation
+
+
 def test_metrics_show_the_memory_tier(make):
     node = make(**{"http-port": "8080"})
     c = node.connect()

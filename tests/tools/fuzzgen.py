@@ -470,6 +470,9 @@ class BusGen(_Generator):
             return cls(entries, rng.randint(0, 3 if hostile else 2))
         if cls is messages.SettingsSum:
             return cls(bytes(rng.getrandbits(8) for _ in range(20)))
+        if cls is messages.QDemand:
+            return cls(tuple(messages.QueueDemand(self._str(hostile), self._uint(32, hostile), self._uint(32, hostile))
+                             for _ in range(rng.randint(0, 3))))
         return cls(v.job_id() if hostile else self.job(False).id)  # GotJob, Enqueue, WillQueue, Working
 
     def _frame(self, hostile):

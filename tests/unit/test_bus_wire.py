@@ -52,6 +52,7 @@ MESSAGES = st.one_of(
               st.integers(0, 65535), st.booleans(), st.binary(max_size=255)),
     st.builds(messages.Settings, st.lists(catalog_entries, max_size=3).map(tuple), st.integers(0, 2)),
     st.builds(messages.SettingsSum, st.binary(min_size=20, max_size=20)),
+    st.builds(messages.QDemand, st.lists(st.builds(messages.QueueDemand, small, u32, u32), max_size=4).map(tuple)),
 )
 HEADERS = st.builds(messages.Header, ids, st.binary(max_size=255), st.integers(0, 65535), st.integers(0, 65535))
 
@@ -148,7 +149,7 @@ def test_version_2_frames_are_what_nodes_of_the_previous_version_read(header, ms
             with pytest.raises(wire.WireError, match="version 4"):
                 wire.encode(header, msg, version)
         return
-    if isinstance(msg, (messages.Settings, messages.SettingsSum)):
+    if isinstance(msg, (messages.Settings, messages.SettingsSum, messages.QDemand)):
         for version in (2, 3, 4, 5):
             with pytest.raises(wire.WireError, match="version 6"):
                 wire.encode(header, msg, version)

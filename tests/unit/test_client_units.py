@@ -85,6 +85,23 @@ def test_revive_sends_every_id_and_reads_nulls():
     assert call.parse([b"D-new", None], "n" * 40) == ["D-new", None]
 
 
+def test_qlimit_calls_and_replies():
+    assert C.set_qlimit("q", rate=50).args == ["QLIMIT", "q", "RATE", "50"]
+    assert C.set_qlimit("q", rate=2.5, burst=3, concurrency=4).args == \
+        ["QLIMIT", "q", "RATE", "2.5", "BURST", 3, "CONCURRENCY", 4]
+    assert C.set_qlimit("q", concurrency=1).parse(b"OK", None) is True
+    assert C.clear_qlimit("q").args == ["QLIMIT", "q", "NONE"]
+    for kwargs, error in (({}, TypeError), ({"burst": 3}, TypeError), ({"rate": 0}, ValueError),
+                          ({"rate": "5"}, ValueError), ({"concurrency": 0}, ValueError),
+                          ({"rate": 1, "burst": 1.5}, TypeError)):
+        with pytest.raises(error):
+            C.set_qlimit("q", **kwargs)
+    shown = C.qlimit("q").parse([b"rate", b"2.5", b"burst", 2, b"concurrency", 0, b"rate-here", b"1", b"held", 3],
+                                None)
+    assert shown == {"rate": 2.5, "burst": 2, "concurrency": 0, "rate-here": 1.0, "held": 3}
+    assert C.qlimit("q").parse([], None) == {}
+
+
 def test_nack_with_a_delay():
     job = Job("q", JOB_ID, b"x", 0, 0, node="n" * 40)
     call = C.nack(job, "D-other", delay=1500)

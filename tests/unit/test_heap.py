@@ -31,7 +31,7 @@ NODE_LIFETIME = {"BucketedDict", "JobTable", "ClusterNode", "ClusterView", "Conf
                  "LatencyMonitor", "NoPersistence", "NodeRuntime", "NodeState", "Schedule", "SlowLog", "Stats", "DedupIndex",
                  # the node's parts (disque.core.node), each pointing back at it
                  "Jobs", "Queues", "Memory", "Federation", "AddJob", "GetJob", "Requeue", "Acks", "DeadLetters",
-                 "Settings", "Catalog", "Recurring",
+                 "Settings", "Catalog", "Recurring", "QueueLimits",
                  "Latency", "Histogram",  # the node's latency histograms (three, made with it)
                  "FailedAuth", "Throttle", "Nonces",  # the runtime's authentication records
                  "LogLimit",  # and the one of its notices

@@ -44,9 +44,9 @@ KNOWN_DIFFERENCES = {
     "INFO field mem_allocator":
         "Python's allocator, not jemalloc-4.0.3 (checked: non-empty)",
     "admin.md: COMMAND COUNT":
-        "ours has the original's commands, REVIVE and SCHEDULE (the commands of this project's extensions, "
+        "ours has the original's commands, REVIVE, SCHEDULE and QLIMIT (the commands of this project's extensions, "
         "docs/extensions.md; every other extension is an option of an original command) and ACL "
-        "(users, docs/security.md): three more (checked: the original's count + 3)",
+        "(users, docs/security.md): four more (checked: the original's count + 4)",
     "errors.md: AUTH a b":
         "AUTH takes a user name too, as in Redis 6 (AUTH username password: users, docs/security.md): "
         "two arguments are a user and its password, and no user a has password b "
@@ -132,7 +132,7 @@ RACES = {
 
 # Checks of the known differences that allow one (same signature).
 
-EXTENSION_COMMANDS = (b"revive", b"acl", b"schedule")
+EXTENSION_COMMANDS = (b"revive", b"acl", b"schedule", b"qlimit")
 
 
 def known_command_count(exp, ours, r):

@@ -1,0 +1,177 @@
+"""Queue limits across a simulated cluster (pure cores, one fake clock):
+the limit set on one node reaches the others and stops applying once
+removed; a rate of 50/s with skewed consumers on three nodes is delivered
+at 50/s; a concurrency of 5 stays within its documented bound cluster-wide
+(docs/extensions.md, "Queue limits") and within 5 on every node."""
+
+import random
+
+import pytest
+
+from disque.core import messages, qlimits
+from disque.core.qlimits import Limit
+from disque.testing import SimCluster
+from tests.support.sim import cluster
+
+Q = b"lq"
+
+
+def set_limit(sim, i, rate=0, burst=0, concurrency=0):
+    milli = rate * 1000
+    burst = burst or (qlimits.default_burst(milli) if milli else 0)
+    sim.call(i, "settings.change", qlimits.KIND, Q, qlimits.encode(Limit(milli, burst, concurrency)))
+
+
+def add_jobs(sim, i, n):
+    node = sim.nodes[i]
+    node.set_time(sim.now)
+    for _ in range(n):
+        node.addjob.add(Q, b"x", 1, 0, -1, 3600, 0, False)
+    sim._drain(i)
+    sim.pump()
+
+
+def _serve(jobs):
+    return jobs
+
+
+class Consumers:
+    """Clients blocked in GETJOB on ``Q``, ``counts[i]`` on node ``i``.
+    Each takes one job at a time and ACKs it ``hold_ms`` later, then waits
+    again; ``log`` lists (time, node) of every delivery."""
+
+    def __init__(self, sim, counts, hold_ms=0, seed=None):
+        self.sim = sim
+        self.hold_ms = hold_ms
+        self.rng = random.Random(seed) if seed is not None else None  # hold times from 1 to 2 * hold_ms
+        self.log = []
+        self.holding = []  # (ack time, node, client, job id)
+        self.seen = 0
+        self.clients = {}
+        for i, n in enumerate(counts):
+            for k in range(n):
+                self.join(i, (i, k))
+
+    def join(self, i, client):
+        self.clients[client] = i
+        self.sim.call(i, "getjob.block", client, [Q], 0, _serve, None)
+
+    def leave(self, client):
+        i = self.clients.pop(client)
+        self.sim.call(i, "getjob.unblock", client)
+
+    def step(self, ms):
+        sim = self.sim
+        sim.advance(ms, step=ms)
+        while self.seen < len(sim.replies) or self.holding:
+            for i, client, jobs in sim.replies[self.seen:]:
+                self.log += [(sim.now, i)] * len(jobs)
+                hold = self.hold_ms if self.rng is None else self.rng.randint(1, 2 * self.hold_ms)
+                self.holding += [(sim.now + hold, i, client, j.id) for j in jobs]
+            self.seen = len(sim.replies)
+            due = [h for h in self.holding if h[0] <= sim.now]
+            if not due:
+                break
+            self.holding = [h for h in self.holding if h[0] > sim.now]
+            for _, i, client, job_id in due:
+                sim.call(i, "acks.ack_jobs", [job_id])
+                if client in self.clients:
+                    sim.call(i, "getjob.block", client, [Q], 0, _serve, None)
+
+    def in_flight(self):
+        return len(self.holding)
+
+
+def test_a_limit_set_on_one_node_reaches_the_others_and_its_removal_too():
+    sim = cluster(3)
+    set_limit(sim, 1, rate=5, concurrency=2)
+    sim.advance(300)
+    for n in sim.nodes:
+        assert n.qlimits.by_name[Q].limit == Limit(5000, 5, 2)
+    add_jobs(sim, 0, 20)
+    consumers = Consumers(sim, [3, 0, 0], hold_ms=60_000)  # jobs held: the concurrency binds
+    for _ in range(50):  # the consumers' demand reaches the others: node 0 gets both slots
+        consumers.step(10)
+    assert len(consumers.log) == 2 and sim.nodes[0].qlimits.by_name[Q].slots == 2
+    sim.call(2, "settings.change", qlimits.KIND, Q, b"")  # QLIMIT lq NONE, on another node
+    consumers.step(10)
+    assert all(Q not in n.qlimits.by_name for n in sim.nodes)
+    assert len(consumers.log) == 3  # the third consumer, at once
+    assert sum(n.qlimits.held for n in sim.nodes) > 0
+
+
+def test_a_rate_of_50_with_skewed_consumers_is_delivered_at_50_a_second():
+    """1, 2 and 10 consumers on the three nodes, jobs on every node:
+    the cluster delivers 50/s +-10% over 20 simulated seconds, and each
+    node about in proportion to its consumers."""
+    sim = cluster(3)
+    set_limit(sim, 0, rate=50)
+    for i in range(3):
+        add_jobs(sim, i, 1200)
+    consumers = Consumers(sim, [1, 2, 10])
+    for _ in range(200):  # 2 s to settle the split
+        consumers.step(10)
+    start, before = sim.now, len(consumers.log)
+    for _ in range(2000):
+        consumers.step(10)
+    window = [i for t, i in consumers.log[before:]]
+    rate = len(window) / ((sim.now - start) / 1000)
+    assert 45 <= rate <= 55, rate
+    per_node = [window.count(i) / len(window) for i in range(3)]
+    assert per_node[0] < per_node[1] < per_node[2] and per_node[2] > 0.6, per_node
+    # And never more than the burst plus the rate in any window of one second.
+    times = [t for t, _ in consumers.log[before:]]
+    j = 0
+    for i, t in enumerate(times):
+        while times[j] < t - 1000:
+            j += 1
+        assert i - j + 1 <= 50 + 50 + 3  # B + R * 1 s, plus one token per node for the burst's floor
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_concurrency_of_5_stays_within_its_bound_as_consumers_move(seed):
+    """Consumers hold each job 1 to 600 ms; twice the busy node's
+    consumers leave and as many come to another: in flight never passes 5
+    on a node, nor cluster-wide (the bound of docs/extensions.md is 5 when
+    the bus delivers at once, as here), and the moved consumers are served."""
+    sim = cluster(3, seed=seed)
+    set_limit(sim, 2, concurrency=5)
+    for i in range(3):
+        add_jobs(sim, i, 400)
+    consumers = Consumers(sim, [1, 2, 10], hold_ms=300, seed=seed)
+    high = 0
+    for k in range(1500):
+        if k in (500, 1000):
+            src, dst = (2, 0) if k == 500 else (0, 1)
+            for c in [c for c, i in consumers.clients.items() if i == src][:10]:
+                consumers.leave(c)
+                consumers.join(dst, (dst, k, c))
+        consumers.step(10)
+        per_node = [n.qlimits.inflight.get(Q, 0) for n in sim.nodes]
+        assert max(per_node) <= 5
+        assert sum(per_node) == consumers.in_flight()
+        high = max(high, sum(per_node))
+    assert high == 5  # the limit is used, never passed
+    late = [i for t, i in consumers.log if t > sim.now - 4000]
+    assert late.count(1) > late.count(2)  # the consumers that moved there are served
+
+
+def test_demand_goes_only_to_peers_that_read_version_6():
+    """A peer of an older bus version (no H_SETTINGS) is sent no QDEMAND
+    and counts for nothing in the split: it never saw the limit."""
+    sim = SimCluster(3)
+    view = sim.nodes[2].cluster
+    header = view.header
+    view.header = lambda: header()._replace(flags=header().flags & ~messages.H_SETTINGS)  # a version 5 node
+    sim.chain_meet()
+    sim.settle(3000)
+    assert not any(n.cluster.nodes[view.my_id].settings for n in sim.nodes[:2])
+    del sim.nodes[2].settings.hooks[qlimits.KIND]  # and it knows nothing of limits
+    set_limit(sim, 0, rate=10, concurrency=4)
+    sim.delivered.clear()
+    sim.advance(1000)
+    to = {b for a, b, m in sim.delivered if type(m) is messages.QDemand}
+    assert to == {0, 1}
+    for n in sim.nodes[:2]:
+        lim = n.qlimits.by_name[Q]
+        assert lim.share == 0.5 and lim.slots == 2
