@@ -14,9 +14,10 @@ add up to the limit:
   per consumer), so a consumer that comes there is served at once;
 * its **rate share** is ``weight / total weight`` of the rate (and of the
   burst, at least one token: a bucket of less than one never delivers);
-* its **slots** of the concurrency are the largest-remainder
-  apportionment of ``C`` by weight, in integers (ties broken by node ID),
-  so they add up to exactly ``C``.
+* its **slots** of the concurrency: one for each node with demand (while
+  slots last, the heaviest first), then the rest apportioned by weight
+  with the largest remainders, in integers (ties broken by node ID), so
+  they add up to exactly ``C`` and no node's consumers starve.
 
 Integers throughout but the rate share's one division, so the split does
 not depend on the runtime's float formatting or summation order.
@@ -31,20 +32,26 @@ def weight(demand: int) -> int:
 
 
 def slots(concurrency: int, weights: dict) -> dict:
-    """``{node: slots}``: ``concurrency`` apportioned by ``weights``
-    (``{node ID: weight > 0}``) with the largest remainders; the values
-    add up to ``concurrency``.  The same inputs give the same answer on
-    every node."""
+    """``{node: slots}``: ``concurrency`` split by ``weights`` (``{node
+    ID: weight >= FLOOR}``); the values add up to ``concurrency``.  Each
+    node with demand (weight above ``FLOOR``) gets one slot first, the
+    heaviest first while slots last, so no consumer starves behind a busier
+    node; the rest goes by weight with the largest remainders.  Ties are
+    broken by node ID: the same inputs give the same answer on every node."""
+    out = dict.fromkeys(weights, 0)
+    wanting = sorted((n for n, w in weights.items() if w > FLOOR), key=lambda n: (-weights[n], n))
+    for node_id in wanting[:concurrency]:
+        out[node_id] = 1
+    pool = concurrency - min(len(wanting), concurrency)
     total = sum(weights.values())
-    out = {}
-    rest = []
-    given = 0
+    left = pool
+    remainders = []
     for node_id in sorted(weights):
-        share, remainder = divmod(concurrency * weights[node_id], total)
-        out[node_id] = share
-        given += share
-        rest.append((-remainder, node_id))
-    rest.sort()
-    for _, node_id in rest[:concurrency - given]:
+        share, remainder = divmod(pool * weights[node_id], total)
+        out[node_id] += share
+        left -= share
+        remainders.append((-remainder, node_id))
+    remainders.sort()
+    for _, node_id in remainders[:left]:
         out[node_id] += 1
     return out

@@ -231,11 +231,19 @@ def test_in_flight_never_passes_the_limit_on_one_node(conc, ops):
 # -- the split -----------------------------------------------------------------------
 
 @given(st.integers(0, 50), st.dictionaries(st.binary(min_size=1, max_size=3), st.integers(0, 20), min_size=1))
-def test_slots_add_up_to_the_limit_and_follow_the_weights(conc, demands):
+def test_slots_add_up_to_the_limit_starve_no_one_and_follow_the_weights(conc, demands):
     weights = {k: budget.weight(d) for k, d in demands.items()}
     got = budget.slots(conc, weights)
     assert sum(got.values()) == conc and set(got) == set(weights)
-    total = sum(weights.values())
-    for k, w in weights.items():
-        assert abs(got[k] - conc * w / total) < 1  # largest remainders: within one of the exact quota
+    wanting = [k for k, d in demands.items() if d]
+    if conc >= len(wanting):
+        assert all(got[k] >= 1 for k in wanting)  # no consumer starves
+        rest = conc - len(wanting)
+        total = sum(weights.values())
+        for k, w in weights.items():  # the rest by weight: within one of the exact quota
+            assert abs(got[k] - (k in wanting) - rest * w / total) < 1
+    for a in weights:
+        for b in weights:
+            if demands[a] > demands[b]:
+                assert got[a] >= got[b]  # more demand, never fewer slots
     assert budget.slots(conc, dict(reversed(list(weights.items())))) == got  # the same on every node
