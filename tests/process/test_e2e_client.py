@@ -181,6 +181,24 @@ def test_extensions_priority_backoff_nack_delay_dead_letters(one, kind):
         one.nack(job_id, delay=-5)
 
 
+def test_queue_limits(one, kind):
+    """QLIMIT through the client: set, shown as Python values (rates as
+    float), held deliveries in QSTAT, removed."""
+    q = "limited-" + kind
+    assert one.qlimit(q) == {}
+    assert one.set_qlimit(q, rate=2.5, concurrency=1) is True
+    assert one.qlimit(q) == {"rate": 2.5, "burst": 2, "concurrency": 1, "rate-here": 2.5, "concurrency-here": 1,
+                             "in-flight": 0, "held": 0}
+    for _ in range(2):
+        one.add_job(q, b"x")
+    [job] = one.get_jobs(q, count=2, nohang=True)  # CONCURRENCY 1
+    stat = one.qstat(q)
+    assert (stat["in-flight"], stat["held"], stat["rate"]) == (1, 1, "2.5")
+    one.ack(job)
+    assert one.clear_qlimit(q) is True and one.qlimit(q) == {}
+    assert len(one.get_jobs(q, count=2, nohang=True)) == 1
+
+
 def test_auth(kind, tmp_path):
     node = NodeProcess(tmp_path / "n", args=["--requirepass", "s3cret"]).start()
     try:
