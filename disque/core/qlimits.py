@@ -115,7 +115,7 @@ class QueueLimit:
         self.slots = 0  # this node's part of the concurrency, as split
         self.granted = 0  # the part it uses: the split's, a rise only once the others reported since
         self.room = 0  # C less, for each other node, the most it may hold (its report or its part)
-        self.grow_after = 0  # a rise of slots waits for two reports from each peer numbered past this
+        self.grow_after = None  # a rise of slots waits for two reports from each peer numbered past this
         self.demand = 0  # the demand this node last reported
         self.peak = 0  # most clients seen waiting since the last report
         self.cut = 0  # new GETJOBs the limit cut short since the last report
@@ -178,11 +178,14 @@ class QueueLimits:
             fresh = lim is None
             if fresh:
                 lim = self.by_name[name] = QueueLimit(name, node.now)
+            had_rate = not fresh and lim.limit.rate_milli
             lim.limit = limit
             self._split(lim)
-            if fresh:
+            if not had_rate:  # a new bucket starts full
                 lim.tokens = lim.cap
+            if fresh:
                 lim.granted = lim.slots
+                lim.grow_after = None
         self._wake(name)
 
     # -- GETJOB ----------------------------------------------------------------
@@ -335,14 +338,11 @@ class QueueLimits:
         parts = split_slots(concurrency, weights)
         mine = lim.slots = parts[me]
         lim.room = concurrency - sum(max(inflight.get(n, 0), part) for n, part in parts.items() if n != me)
-        if mine <= lim.granted:
-            lim.granted = mine
-            lim.grow_after = 0
-        elif not lim.grow_after:
+        if mine > lim.granted and lim.grow_after is None:
             lim.grow_after = self._received
-        elif all(previous > lim.grow_after for _, previous, _, _ in reports.values()):
+        if mine <= lim.granted or all(previous > lim.grow_after for _, previous, _, _ in reports.values()):
             lim.granted = mine
-            lim.grow_after = 0
+            lim.grow_after = None
 
     # -- resets ------------------------------------------------------------------
 

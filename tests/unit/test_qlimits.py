@@ -191,6 +191,19 @@ def test_concurrency_is_exact_and_every_end_of_a_flight_frees_a_slot():
     assert inflight.get(b"q", 0) == sum(1 for j in jobs if j.flags & F_LIMIT_SLOT and node.jobs.get(j.id))
 
 
+def test_a_changed_limit_applies_at_once_on_one_node():
+    node = make_node()
+    limit(node, concurrency=1)
+    add(node, n=5)
+    assert len(node.getjob.get_jobs([b"q"], 10)) == 1
+    limit(node, concurrency=3)  # more: at once (no peer to wait for)
+    assert len(node.getjob.get_jobs([b"q"], 10)) == 2
+    limit(node, concurrency=2)  # fewer: nothing more until one is done
+    assert node.getjob.get_jobs([b"q"], 10) == [] and node.qlimits.inflight[b"q"] == 3
+    limit(node, rate=1)  # a rate only: in flight no longer limits
+    assert len(node.getjob.get_jobs([b"q"], 10)) == 1
+
+
 @settings(max_examples=60, deadline=None)
 @given(conc=st.integers(1, 5),
        ops=st.lists(st.tuples(st.sampled_from(["get", "ack", "nack", "del", "block", "wait"]), st.integers(1, 6)),
