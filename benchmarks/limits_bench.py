@@ -158,7 +158,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     ARGS = p.parse_args()
     counts = [int(x) for x in ARGS.consumers.split(",")]
-    nodes = start_cluster(tempfile.mkdtemp(prefix="limits-bench-"), 3, twistd=ARGS.twistd)
+    nodes = start_cluster(tempfile.mkdtemp(prefix="limits-bench-"), 3, twistd=os.path.abspath(ARGS.twistd))
     try:
         rate_part(nodes, counts)
         concurrency_part(nodes, counts)
