@@ -85,7 +85,7 @@ def info_queues(ctx):
     if limits.by_name:  # queue limits (QLIMIT, docs/extensions.md): the original's section without
         fields += [("limited_queues", len(limits.by_name)),
                    ("limited_in_flight", sum(limits.inflight.get(name, 0) for name in limits.by_name)),
-                   ("limit_held_deliveries", limits.held)]
+                   ("limit_held_getjobs", limits.held)]
     return _section(b"Queues", fields)
 
 

@@ -63,6 +63,7 @@ class GetJob:
         federation = self.node.federation
         federating = federation.policy is not None
         limited = self._limited
+        held = None
         while True:
             before = len(out)
             for name in names:
@@ -72,12 +73,16 @@ class GetJob:
                         federation.need_jobs(name, "waiting")
                     continue
                 if limited and name in limited:
+                    if held is not None and name in held:
+                        continue
                     lim = limited[name]
                     if q.waiting:  # clients already wait for what the limit holds: they go first
+                        job = None
                         self._qlimits.hold(lim, True)
-                        continue
-                    job = self._qlimits.fetch(lim, q, True)
-                    if job is None:
+                    else:
+                        job = self._qlimits.fetch(lim, q, True)
+                    if job is None:  # held once per GETJOB: not asked again on the next pass
+                        held = {name} if held is None else held | {name}
                         continue
                     out.append(job)
                 else:

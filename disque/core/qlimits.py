@@ -119,7 +119,7 @@ class QueueLimit:
         self.demand = 0  # the demand this node last reported
         self.peak = 0  # most clients seen waiting since the last report
         self.cut = 0  # new GETJOBs the limit cut short since the last report
-        self.held = 0  # deliveries the limit held back (QSTAT held)
+        self.held = 0  # GETJOBs the limit cut short or made wait (QSTAT held)
         self.delivered = 0  # deliveries under the limit (QSTAT)
         self.refill = Refill(name)
 
@@ -151,7 +151,7 @@ class QueueLimits:
         # peer ID -> (when, number of its previous report, its number, {queue: (demand, in flight)})
         self.reports = {}
         self._received = 0  # reports received: their numbers
-        self.held = 0  # all queues: INFO, /metrics
+        self.held = 0  # GETJOBs held, all queues: INFO, /metrics
         self._last_report = 0
 
     def handlers(self) -> dict:
@@ -214,13 +214,13 @@ class QueueLimits:
         return job
 
     def hold(self, lim: QueueLimit, ask: bool = False) -> None:
-        """A delivery was held back: counted, and if the bucket is empty
-        its refill timer set for the next token.  ``ask``: a new GETJOB
-        was cut short (part of the demand; clients that wait are counted
-        as they wait)."""
-        lim.held += 1
-        self.held += 1
+        """A delivery was held back: if the bucket is empty, its refill
+        timer set for the next token.  ``ask``: a new GETJOB was cut short
+        (or made to wait), counted (QSTAT ``held``) and part of the demand;
+        a client already waiting was counted when its GETJOB was."""
         if ask:
+            lim.held += 1
+            self.held += 1
             lim.cut += 1
         if lim.rate and lim.tokens < 1.0 and not lim.refill.awake:
             wait = (1.0 - lim.tokens) / lim.rate

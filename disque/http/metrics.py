@@ -94,7 +94,8 @@ def _queue_limits(e, limits, visible) -> None:
     """The queue limits (QLIMIT, docs/extensions.md): node-wide, and for
     each limited queue (there are few: no cap, unlike the queue series)."""
     limited = sorted((name, lim) for name, lim in limits.by_name.items() if visible is None or visible(name))
-    e.one("disque_limit_held_total", "counter", "Deliveries a queue limit held back here (all queues).", limits.held)
+    e.one("disque_limit_held_total", "counter", "GETJOBs a queue limit cut short or made wait here (all queues).",
+          limits.held)
     e.family("disque_queue_limit_rate", "gauge", "Each limited queue's rate limit, deliveries per second "
              "cluster-wide (0: none).", [({"queue": name}, lim.limit.rate_milli / 1000.0) for name, lim in limited])
     e.family("disque_queue_limit_concurrency", "gauge", "Each limited queue's concurrency limit, cluster-wide "
@@ -104,8 +105,8 @@ def _queue_limits(e, limits, visible) -> None:
     e.family("disque_queue_limit_in_flight", "gauge", "Jobs of each limited queue delivered here and not yet "
              "done (counted under a concurrency limit).",
              [({"queue": name}, limits.inflight.get(name, 0)) for name, lim in limited])
-    e.family("disque_queue_limit_held_total", "counter", "Deliveries each limited queue's limit held back here "
-             "(QSTAT held).", [({"queue": name}, lim.held) for name, lim in limited])
+    e.family("disque_queue_limit_held_total", "counter", "GETJOBs each limited queue's limit cut short or made "
+             "wait here (QSTAT held).", [({"queue": name}, lim.held) for name, lim in limited])
 
 
 def render(runtime, visible=None) -> bytes:

@@ -93,4 +93,4 @@ def test_qstat_info_and_metrics_show_a_limited_queue_only(node):
         b"$9\r\nin-flight\r\n:1\r\n$4\r\nheld\r\n:1\r\n")
     assert c.call("QSTAT", "free").startswith(b"*20\r\n")  # the original's fields, no more
     info = c.call("INFO", "queues")
-    assert b"limited_queues:1\r\nlimited_in_flight:1\r\nlimit_held_deliveries:1" in info
+    assert b"limited_queues:1\r\nlimited_in_flight:1\r\nlimit_held_getjobs:1" in info

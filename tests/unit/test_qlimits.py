@@ -243,6 +243,35 @@ def test_in_flight_never_passes_the_limit_on_one_node(conc, ops):
 
 # -- the split -----------------------------------------------------------------------
 
+def test_a_part_shrinks_at_once_and_grows_only_after_two_reports_from_each_peer():
+    """The hand-over behind the concurrency bound (docs/extensions.md): a
+    busy peer takes the slots at once; when it goes quiet, this node takes
+    its part back only after two reports of the peer sent since."""
+    from disque.core import messages
+
+    node = make_node()
+    limit(node, concurrency=4)
+    add(node, n=10)
+    peer = b"p" * 40
+
+    def report(demand, inflight):
+        node.qlimits.on_demand(peer, messages.QDemand((messages.QueueDemand(b"q", demand, inflight),)))
+
+    report(10, 4)  # a peer with ten consumers and four jobs out
+    lim = node.qlimits.by_name[b"q"]
+    assert (lim.slots, lim.granted, lim.room) == (0, 0, 0)
+    assert node.getjob.get_jobs([b"q"], 10) == []
+    report(0, 0)  # it went quiet: half the slots are ours, not yet
+    assert (lim.slots, lim.granted) == (2, 0)
+    report(0, 0)
+    assert node.getjob.get_jobs([b"q"], 10) == []
+    report(0, 0)  # the second report sent since the change
+    assert lim.granted == 2 and lim.room == 2
+    assert len(node.getjob.get_jobs([b"q"], 10)) == 2
+    report(0, 3)  # what a peer reports in flight is never counted less than its part
+    assert lim.room == 1 and node.getjob.get_jobs([b"q"], 10) == []
+
+
 @given(st.integers(0, 50), st.dictionaries(st.binary(min_size=1, max_size=3), st.integers(0, 20), min_size=1))
 def test_slots_add_up_to_the_limit_starve_no_one_and_follow_the_weights(conc, demands):
     weights = {k: budget.weight(d) for k, d in demands.items()}
