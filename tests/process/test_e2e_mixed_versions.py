@@ -277,6 +277,25 @@ def test_federation_moves_plain_jobs_behind_a_job_with_options_to_the_old_node(m
                 call(node, "DELJOB", job_id)
 
 
+def test_a_queue_limit_stays_among_the_new_nodes(mixed):
+    """QLIMIT (bus version 6) on a new node: the other new node learns it
+    and the two share it; the old node never sees it nor a QDEMAND (the
+    quiet logs of the last test: no "not sending")."""
+    assert call(mixed[A], "QLIMIT", "limitedq", "CONCURRENCY", "4") == b"OK"
+
+    def shown(node):
+        reply = call(node, "QLIMIT", "limitedq")
+        return dict(zip(reply[::2], reply[1::2]))
+
+    wait_for(lambda: shown(mixed[B]).get(b"concurrency") == 4, timeout=10, what="the limit on the other new node")
+    # Two nodes split it (the old one counts for nothing): two slots each.
+    wait_for(lambda: shown(mixed[A]).get(b"concurrency-here") == shown(mixed[B]).get(b"concurrency-here") == 2,
+             timeout=10, what="the limit split between the new nodes")
+    assert is_error(call(mixed[OLD], "QLIMIT", "limitedq"))  # an unknown command there
+    assert call(mixed[B], "QLIMIT", "limitedq", "NONE") == b"OK"
+    wait_for(lambda: shown(mixed[A]) == {}, timeout=10, what="the limit removed")
+
+
 # -- after all that ------------------------------------------------------------------
 
 def test_still_meshed_after_mixed_traffic(mixed):
