@@ -183,9 +183,6 @@ class QueueLimits:
             self._split(lim)
             if not had_rate:  # a new bucket starts full
                 lim.tokens = lim.cap
-            if fresh:
-                lim.granted = lim.slots
-                lim.grow_after = None
         self._wake(name)
 
     # -- GETJOB ----------------------------------------------------------------
@@ -314,11 +311,12 @@ class QueueLimits:
         most ``granted`` and at most ``room``.  ``room`` is C less, for each
         other node, the larger of what it reported in flight and its part:
         what it may hold now.  A smaller part applies at once; a larger one
-        (``granted`` rising) only once every peer that reports has sent two
-        reports since: the second was sent one period after the first, so
-        after the peer applied the same split, as long as the bus delivers
-        within a period (it then holds no more than it reports, or than
-        its part, and the parts add up to C)."""
+        (``granted`` rising, from 0 for a new limit) only once every peer
+        counted has sent two reports since: the second was sent one period
+        after the first, so after the peer applied the same split, as long
+        as the bus delivers within half a period (it then holds no more
+        than it reports, or than its part, and the parts add up to C).
+        Alone, a node takes its part at once."""
         node = self.node
         me = node.my_id
         name = lim.name
@@ -340,7 +338,7 @@ class QueueLimits:
         lim.room = concurrency - sum(max(inflight.get(n, 0), part) for n, part in parts.items() if n != me)
         if mine > lim.granted and lim.grow_after is None:
             lim.grow_after = self._received
-        if mine <= lim.granted or all(previous > lim.grow_after for _, previous, _, _ in reports.values()):
+        if mine <= lim.granted or all(n == me or n in reports and reports[n][1] > lim.grow_after for n in parts):
             lim.granted = mine
             lim.grow_after = None
 
