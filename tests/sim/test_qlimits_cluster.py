@@ -215,3 +215,34 @@ def test_demand_goes_only_to_peers_that_read_version_6():
     for n in sim.nodes[:2]:
         lim = n.qlimits.by_name[Q]
         assert lim.share == 0.5 and lim.slots == 2
+
+
+def test_a_partition_splits_the_limit_and_healing_joins_it_again():
+    """As documented: each side of a partition counts only the nodes it
+    hears from, so once the others are suspected each side may use the
+    whole concurrency; after the partition heals the cluster is back
+    within C."""
+    sim = cluster(3)
+    set_limit(sim, 0, concurrency=4)
+    for i in range(3):
+        add_jobs(sim, i, 1500)
+    consumers = Consumers(sim, [4, 4, 4], hold_ms=200, seed=5)
+    for _ in range(100):
+        consumers.step(10)
+    sim.partition([0, 1], [2])
+    high = 0
+    for _ in range(2500):  # 25 s: past the node timeout (15 s), the sides count only themselves
+        consumers.step(10)
+        per_node = [n.qlimits.inflight.get(Q, 0) for n in sim.nodes]
+        high = max(high, sum(per_node))
+        assert per_node[0] + per_node[1] <= 4 and per_node[2] <= 4
+    assert high == 8
+    sim.heal()
+    for _ in range(1000):  # the sides hear each other again; then every step within C
+        consumers.step(10)
+    before = len(consumers.log)
+    high = 0
+    for _ in range(500):
+        consumers.step(10)
+        high = max(high, sum(n.qlimits.inflight.get(Q, 0) for n in sim.nodes))
+    assert high == 4 and len(consumers.log) - before > 20  # used, never passed
