@@ -94,3 +94,36 @@ def test_qstat_info_and_metrics_show_a_limited_queue_only(node):
     assert c.call("QSTAT", "free").startswith(b"*20\r\n")  # the original's fields, no more
     info = c.call("INFO", "queues")
     assert b"limited_queues:1\r\nlimited_in_flight:1\r\nlimit_held_getjobs:1" in info
+
+
+def test_a_limit_comes_back_from_the_aof(tmp_path):
+    """QLIMIT writes its catalog entry to the AOF (acknowledged once it is
+    there): a node started on the files as they are (what kill -9 leaves)
+    has the limit, and a removal too."""
+    import shutil
+
+    def done(node, conn, *args):
+        """The reply to ``args``, which may wait for the record on disk (a bounded wait)."""
+        reply = conn.call(*args)
+        for _ in range(200):
+            if reply:
+                return reply
+            node.advance(0.01)
+            reply = conn.take()
+        return reply
+
+    first = Node(tmp_path / "a", {"appendonly": "yes"})
+    c = first.connect()
+    assert done(first, c, "QLIMIT", "q", "RATE", "2.5", "CONCURRENCY", "3") == b"+OK\r\n"
+    assert done(first, c, "QLIMIT", "gone", "RATE", "1") == b"+OK\r\n"
+    assert done(first, c, "QLIMIT", "gone", "NONE") == b"+OK\r\n"
+    shutil.copytree(first.dir, str(tmp_path / "b"))
+    first.service.stopService()
+    second = Node(tmp_path / "b", {"appendonly": "yes"})
+    try:
+        c2 = second.connect()
+        shown = c2.call("QLIMIT", "q")
+        assert shown.startswith(b"*14\r\n$4\r\nrate\r\n$3\r\n2.5\r\n$5\r\nburst\r\n:2\r\n$11\r\nconcurrency\r\n:3\r\n")
+        assert c2.call("QLIMIT", "gone") == b"*0\r\n"
+    finally:
+        second.service.stopService()
