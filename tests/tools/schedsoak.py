@@ -8,7 +8,7 @@ Run it with the Python of a virtualenv that has the project and its test
 extras installed (the nodes are that environment's ``twistd -n disque``).
 
 Node i listens on 127.0.0.<base+i> (``tests/tools/faults.py``'s cluster,
-with the AOF on, ``appendfsync everysec``).  Node 0 gets ``SCHEDULE ADD
+with the AOF on, ``appendfsync always`` unless ``--appendfsync`` says).  Node 0 gets ``SCHEDULE ADD
 soak sched tick EVERY <every> RETRY <retry>``; a consumer takes every job
 of ``sched`` from every node it can reach (GETJOB, then ACKJOB at once)
 and records each delivery.  Each run's job ID is derived from (schedule,
@@ -122,7 +122,7 @@ def run(options) -> dict:
     hosts = ["127.0.0.%d" % (base + i) for i in range(options.nodes)]
     args = ["--cluster-node-timeout", str(options.node_timeout)]
     if not options.no_aof:
-        args += ["--appendonly", "yes", "--set", "appendfsync=everysec"]
+        args += ["--appendonly", "yes", "--set", "appendfsync=" + options.appendfsync]
     cluster = Cluster(workdir, hosts, args)
     events = []
     try:
@@ -195,6 +195,8 @@ def main(argv=None):
     p.add_argument("--retry", type=int, default=5, help="RETRY of the runs' jobs, s")
     p.add_argument("--node-timeout", type=int, default=2000, help="cluster-node-timeout, ms")
     p.add_argument("--drain", type=float, default=60, help="seconds to wait for the runs owed, at most")
+    p.add_argument("--appendfsync", choices=("always", "everysec", "no"), default="always",
+                   help="with everysec or no, a copy written within the last second before a kill -9 can be lost")
     p.add_argument("--no-aof", action="store_true", help="nodes restart empty: they learn the schedule "
                    "and its progress from the others")
     p.add_argument("--json", help="write the report here")
