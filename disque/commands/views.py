@@ -21,6 +21,7 @@ import heapq
 
 from .. import DISQUE_VERSION
 from ..core.job import ACTIVE, F_NACK_DELAYED, STATE_NAMES
+from ..core.qlimits import format_rate
 from ..core.queue import PAUSE_NAMES, PAUSED_ALL
 
 #: Bytes of each body in a queue's job list.
@@ -280,7 +281,21 @@ def queue_row(ctx, q, rates) -> dict:
         "added": q.jobs_in, "removed": q.jobs_out, "acked": q.acked, "nacked": q.nacked,
         "moved_in": q.moved_in, "moved_out": q.moved_out, "rate_in": rate_in, "rate_out": rate_out, "rate_ack": rate_ack, "rate_nack": rate_nack,
         "paused": text(PAUSE_NAMES[q.flags & PAUSED_ALL]), "blocked": len(q.waiting) if q.waiting else 0,
+        "limit": queue_limit(ctx, q.name),
     }
+
+
+def queue_limit(ctx, name: bytes):
+    """A limited queue's limits (QLIMIT, docs/extensions.md) as JSON, what
+    QSTAT appends: the cluster's rate, burst and concurrency, this node's
+    jobs in flight and GETJOBs held; None for a queue without limits."""
+    limits = ctx.node.qlimits
+    lim = limits.by_name.get(name) if limits.by_name else None
+    if lim is None:
+        return None
+    limit = lim.limit
+    return {"rate": text(format_rate(limit.rate_milli)) if limit.rate_milli else None, "burst": limit.burst,
+            "concurrency": limit.concurrency, "in_flight": limits.inflight.get(name, 0), "held": lim.held}
 
 
 def queue_list(ctx, user, wanted: bytes, limit: int, rates_of) -> dict:

@@ -445,7 +445,7 @@ def test_live_updates_without_reload(tmp_path, sessions):
         node.stop()
 
 
-def test_schedules_appear_once_there_is_one(tmp_path, sessions):
+def test_schedules_and_queue_limits_appear_once_there_is_one(tmp_path, sessions):
     port = free_port()
     node = NodeProcess(tmp_path / "n", args=["--set", "http-port=%d" % port]).start()
     try:
@@ -466,5 +466,14 @@ def test_schedules_appear_once_there_is_one(tmp_path, sessions):
         assert browser.text("#schedules-summary") == "1 schedule · 1 paused"
         assert c.call("SCHEDULE", "DEL", "tick") == 1
         browser.wait("return document.getElementById('schedules').hidden", what="the panel gone with the schedule")
+        # A queue limit: beside the queue's name, gone with it.
+        pill = 'tr[data-queue="sched-q"] .pill.limit'
+        assert browser.js("return document.querySelector(arguments[0]).hidden", pill) is True
+        assert c.call("QLIMIT", "sched-q", "RATE", "2.5", "BURST", "3", "CONCURRENCY", "4") == b"OK"
+        browser.wait("return document.querySelector(arguments[0]).textContent === '2.5/s · 0 of 4 in flight'", pill,
+                     what="the limit's pill")
+        assert "burst 3" in browser.attribute(pill, "title")
+        assert c.call("QLIMIT", "sched-q", "NONE") == b"OK"
+        browser.wait("return document.querySelector(arguments[0]).hidden", pill, what="the pill gone with the limit")
     finally:
         node.kill()

@@ -289,3 +289,16 @@ def test_metrics_show_the_memory_tier(make):
     c.call("CONFIG", "SET", "maxmemory", "1")
     node.advance(0.2)  # the tick measures the level
     assert b"\ndisque_memory_tier 3\n" in get(node, b"/metrics")[1]
+
+
+def test_a_limited_queue_shows_its_limits_in_the_queue_list(make):
+    node = make(**{"http-port": "8080"})
+    c = node.connect()
+    add(c, "plain", "x")
+    add(c, "limited", "x")
+    assert c.call("QLIMIT", "limited", "RATE", "2.5", "CONCURRENCY", "3") == b"+OK\r\n"
+    c.call("GETJOB", "FROM", "limited")
+    status, body = get(node, b"/api/queues")
+    rows = {q["name"]: q for q in body["queues"]}
+    assert rows["plain"]["limit"] is None
+    assert rows["limited"]["limit"] == {"rate": "2.5", "burst": 2, "concurrency": 3, "in_flight": 1, "held": 0}

@@ -607,6 +607,18 @@
     });
   }
 
+  // A limited queue (QLIMIT, docs/extensions.md): its limits beside its name.
+  function limitPill(span, limit) {
+    var parts = [];
+    if (limit && limit.rate !== null) parts.push(limit.rate + "/s");
+    if (limit && limit.concurrency) parts.push(limit.in_flight + " of " + limit.concurrency + " in flight");
+    setText(span, parts.join(" · "));
+    span.hidden = !limit;
+    span.title = limit ? "Limited for the whole cluster (QLIMIT): " + (limit.rate !== null ? limit.rate +
+      " deliveries a second, burst " + limit.burst + "; " : "") + (limit.concurrency ? "at most " +
+      limit.concurrency + " jobs in flight; " : "") + limit.held + " GETJOBs held here" : "";
+  }
+
   function sortValue(q, key) { return key === "paused" ? PAUSE_ORDER[q.paused] || 0 : q[key]; }
 
   function pauseControl(nameOf) {
@@ -705,7 +717,7 @@
     QCOLS.forEach(function (c) {
       if (c.key === "name") {
         tr.appendChild(el("td", null, el("a", { cls: "qlink", text: q.name, title: q.name, attrs: { href: "#/queue/" + enc(q.name) } }),
-          el("span", { cls: "pill warn by-name" })));
+          el("span", { cls: "pill info limit" }), el("span", { cls: "pill warn by-name" })));
       } else if (c.key === "paused") {
         tr.appendChild(el("td", { cls: "pstate" }, pill("", "")));
       } else if (!c.key) {
@@ -727,6 +739,7 @@
         if (td[i].classList.contains("zero") !== zero) td[i].classList.toggle("zero", zero);
       }
     });
+    limitPill(td[0].children[1], q.limit);
     var paused = q.paused && q.paused !== "none";
     setPill(td[QCOLS.length - 2].firstChild, paused ? "warn" : "", paused ? q.paused : "");
     setText(td[0].lastChild, paused ? q.paused : "");
