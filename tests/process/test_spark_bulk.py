@@ -150,3 +150,26 @@ def test_commit_acknowledges_with_ackjob_or_fastack(node, fast):
         assert qlen(node, "fq") == 0
     finally:
         r.stop()
+
+
+def test_a_streaming_read_of_a_limited_queue_goes_at_the_limits_pace(node):
+    """QLIMIT CONCURRENCY paces the streaming read like any consumer: a
+    trigger gets what the limit allows, its jobs stay in flight until the
+    commit's ACK, and the next trigger gets the next ones."""
+    add_jobs(node, "lq", [b"l%d" % i for i in range(7)])
+    assert call(node, "QLIMIT", "lq", "CONCURRENCY", "3") == b"OK"
+    r = _reader(node, queue="lq")
+    try:
+        start, seen = r.initialOffset(), []
+        for want in (3, 3, 1):
+            end = r.latestOffset(start, ReadMaxRows(100))
+            assert job_count(end) == want
+            rows = [row for p in r.partitions(start, end) for b in read_partition(p) for row in b.to_pylist()]
+            seen += [row["body"] for row in rows]
+            if want == 3:  # nothing more for anyone while these are in flight
+                assert call(node, "GETJOB", "NOHANG", "FROM", "lq") is None
+            r.commit(end)
+            start = end
+        assert sorted(seen) == sorted(b"l%d" % i for i in range(7))
+    finally:
+        r.stop()
