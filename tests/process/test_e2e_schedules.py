@@ -12,19 +12,11 @@ import tempfile
 
 import pytest
 
-from tests.support.process import ROOT, Client, wait_for
+from tests.support.process import ROOT, call, wait_for
 from tests.tools import netfilter
 from tests.tools.faults import Cluster
 
 NO_PARTITION = netfilter.unavailable()
-
-
-def call(node, *args):
-    c = Client(node.port, host=node.host, timeout=5)
-    try:
-        return c.call(*args)
-    finally:
-        c.close()
 
 
 def shown(node, name):

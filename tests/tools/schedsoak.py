@@ -38,20 +38,12 @@ import threading
 import time
 
 from disque.core.recurring import run_id
-from tests.support.process import Client, wait_for
+from tests.support.process import Client, call, wait_for
 from tests.tools.faults import Cluster
 
 NAME = b"soak"
 QUEUE = b"sched"
 TTL = 3600
-
-
-def call(node, *args, timeout=5):
-    c = Client(node.port, host=node.host, timeout=timeout)
-    try:
-        return c.call(*args)
-    finally:
-        c.close()
 
 
 def show(node) -> dict:
