@@ -19,11 +19,13 @@ catalog, so it reaches every node and the AOF.  Parsing and replies only.
 
 from ..core.cronspec import (CATCHUP_BY_VALUE, CATCHUP_NAMES, MAX_EVERY_MS, MIN_EVERY_MS, ScheduleSpec,
                              check_cron, encode_spec)
+from ..access.acl import NOPERM_QUEUE
 from ..core.errors import CommandError
 from ..core.recurring import KIND, MAX_NAME_LEN
 from ..resp import reply
 from . import command
 from .args import parse_ll, subcommand
+from .shown import client_info
 from .jobs import SYNTAX, job_options, render_fields
 
 ARITIES = {b"add": -7, b"del": 3, b"pause": 3, b"resume": 3, b"list": 2, b"show": (3, 5)}
@@ -47,15 +49,24 @@ def schedule(ctx, client, argv):
     if not fits:
         raise CommandError(b"ERR", b"Wrong number of arguments for SCHEDULE " + name.upper())
     node = ctx.node
-    if name == b"list":
-        return reply.bulk_array(sorted(node.recurring.specs))
+    user = client.user
+    if name == b"list":  # a user limited to some queues sees the schedules of those
+        specs = node.recurring.specs
+        return reply.bulk_array(sorted(n for n, (_, spec) in specs.items()
+                                       if user.all_queues or user.may_queue(spec.queue)))
     if not 0 < len(argv[2]) <= MAX_NAME_LEN:
         raise E_NAME
+    held = node.recurring.get(argv[2])
+    if held is not None and not user.all_queues and not user.may_queue(held[1].queue):
+        # The schedule's queue is another's: answered as the queue would be
+        # (the queue an ADD names is checked by the dispatcher; this is the
+        # queue of the schedule it would replace).
+        ctx.acl.record(b"queue", held[1].queue, user.name, client_info(ctx, client))
+        return NOPERM_QUEUE
     if name == b"add":
         spec = _parse_add(node, argv)
         node.settings.change(KIND, argv[2], encode_spec(spec))
         return reply.OK
-    held = node.recurring.get(argv[2])
     if name == b"del":
         if held is None:
             return reply.integer(0)

@@ -171,3 +171,19 @@ def test_qstat_names_the_schedules_of_a_queue_only_when_it_has_some(node):
     c.call("SCHEDULE", "ADD", "other", "elsewhere", "x", "EVERY", "60000")
     assert c.call("QSTAT", "q") == plain[:1] + b"%d" % (int(plain[1:plain.index(b"\r\n")]) + 2) + \
         plain[plain.index(b"\r\n"):] + b"$9\r\nschedules\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+
+
+def test_a_tenant_sees_and_changes_the_schedules_of_its_queues_only(node):
+    c = node.connect()
+    assert c.call("ACL", "SETUSER", "alice", "on", ">pw", "+@all", "~a:*") == b"+OK\r\n"
+    c.call("SCHEDULE", "ADD", "mine", "a:q", "x", "EVERY", "60000")
+    c.call("SCHEDULE", "ADD", "theirs", "b:q", "x", "EVERY", "60000")
+    a = node.connect()
+    assert a.call("AUTH", "alice", "pw") == b"+OK\r\n"
+    assert a.call("SCHEDULE", "LIST") == b"*1\r\n$4\r\nmine\r\n"
+    for args in (["SHOW", "theirs"], ["DEL", "theirs"], ["PAUSE", "theirs"], ["RESUME", "theirs"],
+                 ["ADD", "theirs", "a:q", "y", "EVERY", "1000"]):  # replacing it would take it over
+        assert a.call("SCHEDULE", *args) == b"-NOPERM No permissions to access a queue\r\n", args
+    assert fields(c.call("SCHEDULE", "SHOW", "theirs"))[b"queue"] == b"b:q"  # unchanged
+    assert a.call("SCHEDULE", "PAUSE", "mine") == b"+OK\r\n"
+    assert b"b:q" in c.call("ACL", "LOG")
