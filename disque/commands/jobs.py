@@ -162,12 +162,8 @@ def addjob(ctx, client, argv):
         args = job_options(node, argv, 4, argv[1])
         repl, ttl, retry, delay, maxlen = args.repl, args.ttl, args.retry, args.delay, args.maxlen
         async_, dedup, opts = args.async_, args.dedup, args.opts
-        if repl is None:
-            size = node.cluster.size
-            repl = 3 if size > 3 else size
     else:
-        size = node.cluster.size
-        repl = 3 if size > 3 else size
+        repl = None
         ttl = DEFAULT_TTL
         retry = -1
         delay = maxlen = 0
@@ -176,6 +172,8 @@ def addjob(ctx, client, argv):
         opts = None
         if node.addjob.max_deliveries:  # the max-deliveries directive alone makes options
             opts = job_options(node, argv, 4, argv[1]).opts
+    if repl is None:
+        repl = node.cluster.default_replication()
     timeout = parse_timeout(argv[3])
     job = None
     if dedup is not None:

@@ -17,6 +17,7 @@ ADD creates or replaces (a new version); every change goes through the
 catalog, so it reaches every node and the AOF.  Parsing and replies only.
 """
 
+from ..core.addjob import E_DELAY_TTL, E_RETRY_ZERO
 from ..core.cronspec import (CATCHUP_BY_VALUE, CATCHUP_NAMES, MAX_EVERY_MS, MIN_EVERY_MS, ScheduleSpec,
                              check_cron, encode_spec)
 from ..access.acl import NOPERM_QUEUE
@@ -131,11 +132,9 @@ def _parse_add(node, argv) -> ScheduleSpec:
     if args.async_ or args.dedup is not None:
         raise E_OPTION
     if args.delay >= args.ttl:
-        raise CommandError(b"ERR", b"The specified DELAY is greater than TTL. Job refused since would never be "
-                                   b"delivered")
+        raise E_DELAY_TTL
     if args.repl is not None and args.repl > 1 and args.retry == 0:
-        raise CommandError(b"ERR", b"With RETRY set to 0 please explicitly set  REPLICATE to 1 "
-                                   b"(at-most-once delivery)")
+        raise E_RETRY_ZERO
     now = node.now
     return ScheduleSpec(False, catchup or 0, every, now, now, cron, tz, argv[3], argv[4], args.repl or 0,
                         args.retry, args.ttl, args.delay, args.maxlen, args.opts)

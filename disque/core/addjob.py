@@ -35,6 +35,10 @@ from .jobs import TIME_ERR
 from .queue import PAUSED_IN, PAUSED_OUT
 
 REPL_RETRY_MS = 50  # one more node every 50 ms while copies are missing
+# The original's refusals of a job's options (SCHEDULE ADD checks a
+# schedule's options with them before any run is made).
+E_RETRY_ZERO = CommandError(b"ERR", b"With RETRY set to 0 please explicitly set  REPLICATE to 1 (at-most-once delivery)")
+E_DELAY_TTL = CommandError(b"ERR", b"The specified DELAY is greater than TTL. Job refused since would never be delivered")
 
 
 class Replication:
@@ -126,9 +130,9 @@ class AddJob:
         with :meth:`await_replication` or :meth:`await_copies` (unless ``async_``).
         """
         if repl > 1 and retry == 0:
-            raise CommandError(b"ERR", b"With RETRY set to 0 please explicitly set  REPLICATE to 1 (at-most-once delivery)")
+            raise E_RETRY_ZERO
         if delay >= ttl:
-            raise CommandError(b"ERR", b"The specified DELAY is greater than TTL. Job refused since would never be delivered")
+            raise E_DELAY_TTL
         if retry == -1:
             retry = DEFAULT_TTL_RETRY if ttl == DEFAULT_TTL else default_retry(ttl)
         node = self.node

@@ -105,6 +105,12 @@ class ClusterView(Handshakes, FailureDetection, NodeFileFormat):
         me = self.myself
         return sum(1 for n in self.nodes.values() if n is not me and n.reachable)
 
+    def default_replication(self) -> int:
+        """REPLICATE when a job's options give none (ADDJOB, a schedule's
+        run): the cluster's size, at most 3, as the original."""
+        size = self.size
+        return 3 if size > 3 else size
+
     def room_for_copies(self) -> int:
         """The peers that may take a new copy: reachable and not leaving
         (every ADDJOB that replicates asks)."""

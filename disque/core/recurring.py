@@ -283,8 +283,7 @@ class Recurring:
         if node.jobs.dedup.find(spec.queue, key, node.now) is not None:
             self._record(name, version, t, fired=False)  # consumed here within the dedup window
             return
-        size = node.cluster.size
-        repl = spec.repl or (3 if size > 3 else size)
+        repl = spec.repl or node.cluster.default_replication()
         room = node.cluster.room_for_copies() + 1
         if repl > room:
             # Fewer nodes up than copies asked for: the run is added with
