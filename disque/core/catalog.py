@@ -152,11 +152,6 @@ class Catalog:
         entry = self.entries.get((kind, name))
         return None if entry is None or entry.deleted else entry
 
-    def of_kind(self, kind: bytes):
-        """The live entries of ``kind``, by name."""
-        return sorted((e for e in self.entries.values() if e.kind == kind and not e.deleted),
-                      key=lambda e: e.name)
-
     def next_stamp(self, kind: bytes, name: bytes, now: int) -> int:
         """The stamp of a change made here now: past the entry it replaces
         (tombstones included), and not behind this node's clock."""

@@ -39,7 +39,7 @@ Nothing here reads a clock: the node's ``now`` (ms) stamps changes.
 """
 
 from . import messages
-from .catalog import Catalog, Entry, check, newer
+from .catalog import Catalog, Entry, check
 from .effects import Persist
 
 SUM_PERIOD_MS = 1000  # anti-entropy: one digest to one peer per period
@@ -77,21 +77,14 @@ class Settings:
         node = self.node
         entry = Entry(kind, name, self.catalog.next_stamp(kind, name, node.now), node.my_id, value)
         check(entry)
-        self._accept(entry)
-        self._send_all((entry,))
+        self._publish(entry)  # (stamped past what is held: it wins)
         return entry
 
     def advance(self, kind: bytes, name: bytes, stamp: int, value: bytes) -> bool:
         """Progress (the last run of a schedule): set ``(kind, name)`` to
         ``stamp`` unless an entry at or past it is held; True if it won.
         Sent to every peer like a change."""
-        node = self.node
-        entry = Entry(kind, name, stamp, node.my_id, value)
-        if not newer(entry, self.catalog.entries.get((kind, name))):
-            return False
-        self._accept(entry)
-        self._send_all((entry,))
-        return True
+        return self._publish(Entry(kind, name, stamp, self.node.my_id, value))
 
     # -- the AOF --------------------------------------------------------------
 
@@ -160,10 +153,15 @@ class Settings:
 
     # -- internals ---------------------------------------------------------------
 
-    def _accept(self, entry: Entry) -> None:
-        self.catalog.merge(entry)
+    def _publish(self, entry: Entry) -> bool:
+        """An entry made here: merged, and if it wins, persisted, applied
+        and sent to every peer; True if it won."""
+        if not self.catalog.merge(entry):
+            return False
         self._persist(entry)
         self._apply(entry)
+        self._send_all((entry,))
+        return True
 
     def _persist(self, entry: Entry) -> None:
         node = self.node
