@@ -139,9 +139,7 @@ def _read_from(f, start, on_progress, skip_damaged, decode):
     f.seek(start)
     parser = RequestParser(max_bulk_len=1 << 40)
     offset = start
-    loadjob_seed, deljob_seed = CRC_SEEDS[LOADJOB], CRC_SEEDS[DELJOB]
-    loadjob_fixed, deljob_fixed = CHECKSUMMED_FRAMING_LEN[LOADJOB], CHECKSUMMED_FRAMING_LEN[DELJOB]
-    catalog_seed, catalog_fixed = CRC_SEEDS[CATALOG], CHECKSUMMED_FRAMING_LEN[CATALOG]
+    verified = _VERIFIED
     while True:
         chunk = f.read(CHUNK)
         if not chunk:
@@ -151,29 +149,14 @@ def _read_from(f, start, on_progress, skip_damaged, decode):
             while commands:
                 for argv in commands:
                     if len(argv) == 3:
-                        name = argv[0]
-                        if name == LOADJOB:
+                        known = verified.get(argv[0])
+                        if known is not None:
+                            kind, seed, fixed = known
                             value = argv[1]
-                            if argv[2] == b"%08x" % crc32(value, loadjob_seed):
+                            if argv[2] == b"%08x" % crc32(value, seed):
                                 n = len(value)
-                                end = offset + loadjob_fixed + n + len(str(n))
-                                yield LOADJOB, _decoded(LOADJOB, value, offset) if decode else value, end
-                                offset = end
-                                continue
-                        elif name == DELJOB:
-                            value = argv[1]
-                            if argv[2] == b"%08x" % crc32(value, deljob_seed):
-                                n = len(value)
-                                end = offset + deljob_fixed + n + len(str(n))
-                                yield DELJOB, value, end
-                                offset = end
-                                continue
-                        elif name == CATALOG:
-                            value = argv[1]
-                            if argv[2] == b"%08x" % crc32(value, catalog_seed):
-                                n = len(value)
-                                end = offset + catalog_fixed + n + len(str(n))
-                                yield CATALOG, _decoded(CATALOG, value, offset) if decode else value, end
+                                end = offset + fixed + n + len(str(n))
+                                yield kind, _decoded(kind, value, offset) if decode else value, end
                                 offset = end
                                 continue
                     kind, value, end = _read_unverified(argv, offset, decode)
@@ -192,6 +175,8 @@ def _read_from(f, start, on_progress, skip_damaged, decode):
 
 
 _KINDS = {LOADJOB: LOADJOB, DELJOB: DELJOB, CATALOG: CATALOG}  # a checksummed record's name -> its kind
+# The same, as the short way reads it: (its kind, its CRC seed, the bytes of its framing).
+_VERIFIED = {name: (kind, CRC_SEEDS[kind], CHECKSUMMED_FRAMING_LEN[kind]) for name, kind in _KINDS.items()}
 
 
 def _read_unverified(argv, offset, decode=True):
