@@ -47,7 +47,7 @@ class Replication:
     timer schedule: the next step or the client's deadline, the sooner."""
 
     __slots__ = ("job", "needed", "confirmed", "handle", "also", "ok", "fail", "deadline", "last_step",
-                 "async_", "awake", "notify")
+                 "async_", "awake", "notify", "keep_from")
 
     def __init__(self, job, needed, now):
         self.job = job
@@ -61,6 +61,7 @@ class Replication:
         self.async_ = False
         self.awake = 0
         self.notify = None  # the core's own waiter (a schedule's run): notify(ok) at the outcome
+        self.keep_from = 0  # failing from this time on keeps the job instead of voiding it (0: never)
 
     def reply(self, outbox, payload) -> None:
         """The outcome to every client waiting for it (and to the core's
@@ -229,16 +230,24 @@ class AddJob:
             if pending.deadline < pending.awake:
                 self._timers.set(pending, pending.deadline)
 
-    def await_copies(self, job, timeout_ms: int, notify) -> None:
+    def await_copies(self, job, timeout_ms: int, notify, keep_after_ms: int = 0) -> None:
         """Wait, with no client, until the copies of ``job`` are confirmed
         (``notify(True)``) or ``timeout_ms`` passes (``notify(False)``: the
         job is void, as an ADDJOB's that got NOREPL).  For the core's own
-        jobs (a schedule's run)."""
+        jobs (a schedule's run).
+
+        ``keep_after_ms`` (> ``timeout_ms``): a failure noticed that late
+        (this node was paused or stalled past its deadline) no longer
+        voids the job: other nodes may by then count a copy as the job
+        added.  It is kept with the copies confirmed so far, as a job
+        whose copies came (``notify(True)``)."""
         pending = self._replicating[job.id]
         pending.notify = notify
         pending.ok = True
         pending.fail = False
         pending.deadline = self.node.now + timeout_ms
+        if keep_after_ms:
+            pending.keep_from = self.node.now + keep_after_ms
         if pending.deadline < pending.awake:
             self._timers.set(pending, pending.deadline)
 
@@ -338,10 +347,16 @@ class AddJob:
 
     def _failed(self, pending) -> None:
         """ms-timeout reached: NOREPL to the client, best-effort delete of
-        the copies.  An ASYNC job whose copies never came stays as it is."""
+        the copies.  An ASYNC job whose copies never came stays as it is;
+        so does, active with the copies it has, a job of the core's own
+        whose failure came past its ``keep_from`` (:meth:`await_copies`)."""
         self._done(pending)
         job = pending.job
         if pending.async_:
+            return
+        if pending.keep_from and self.node.now >= pending.keep_from and self._table.get(job.id) is job:
+            self._activate(job)
+            pending.reply(self.node.outbox, pending.ok)
             return
         pending.reply(self.node.outbox, pending.fail)
         me = self.node.my_id

@@ -23,7 +23,12 @@ they agree on what firing makes:
 * a run counts as fired once its job is added with its copies (REPLICATE,
   as ADDJOB: the copies confirmed): the firing node then sends its
   progress to every node.  If it dies first, the next-ranked node fires
-  the run (with the same ID): no run is skipped while one node is up.
+  the run (with the same ID): no run is skipped while one node is up;
+* a copy of the run held by another node counts as the run added once it
+  is queued or acknowledged, or older than ``COPY_GRACE_MS`` (its creator
+  had the time to confirm it or void it).  So a creator voids a run whose
+  copies did not come only until ``VOID_BY_MS``; one that notices the
+  failure later (it was paused) keeps the run with the copies it has.
 
 **A node that may have missed news fires nothing** until it is *settled*:
 every peer it hears from has answered its catalog exchange (so it holds
@@ -73,6 +78,10 @@ PROGRESS = b"fired"
 BACKUP_STEP_MS = 1000  # the wait between one rank and the next
 FIRE_TIMEOUT_MS = 2000  # a run's copies not confirmed within this: tried again
 COPY_GRACE_MS = FIRE_TIMEOUT_MS + BACKUP_STEP_MS  # a copy older than this was confirmed, or its creator died
+# A creator that notices its run failed later than this (it was paused or
+# stalled) keeps the job rather than void it: its void would reach the
+# other nodes after COPY_GRACE_MS, when a copy may already count as the run.
+VOID_BY_MS = FIRE_TIMEOUT_MS + BACKUP_STEP_MS // 2
 PAUSE_GAP_MS = 500  # periodic calls (every 100 ms at hz 10) this far apart: this node was paused
 MAX_RUNS_PER_CALL = 100
 MAX_NAME_LEN = 200
@@ -275,8 +284,9 @@ class Recurring:
             # A copy of another node's run: proof the run was added once it
             # is queued or acknowledged, or once its creator had the time
             # to confirm or void it (a creator that died before either
-            # leaves copies that its RETRY requeues).  Before that, the
-            # creator may still void it: wait.
+            # leaves copies that its RETRY requeues; one paused past
+            # VOID_BY_MS keeps the run instead of voiding it).  Before
+            # that, the creator may still void it: wait.
             if copy.state in (QUEUED, ACKED) or node.now - copy.created_ms() >= COPY_GRACE_MS:
                 self._record(name, version, t, fired=False)
             return
@@ -301,7 +311,8 @@ class Recurring:
             return  # NOREPL: tried again at the next call (and by the next-ranked node)
         if job.state == WAIT_REPL:
             self._pending[name] = t
-            node.addjob.await_copies(job, FIRE_TIMEOUT_MS, lambda ok: self._replicated(name, version, t, ok))
+            node.addjob.await_copies(job, FIRE_TIMEOUT_MS, lambda ok: self._replicated(name, version, t, ok),
+                                     keep_after_ms=VOID_BY_MS)
         else:
             self._record(name, version, t, fired=True)
 

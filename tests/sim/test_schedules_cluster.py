@@ -134,6 +134,46 @@ def test_a_copy_whose_creator_may_still_void_it_is_no_proof_of_a_run(fires):
     assert all(len(ids) == 1 for t, ids in consumer.got.items() if t <= end)
 
 
+def test_a_creator_paused_past_the_grace_keeps_its_run_instead_of_voiding_it(fires):
+    """REPLICATE 3 with a node silent but not yet suspected, and the run's
+    creator paused while it waits for the third copy, past the time after
+    which the node holding the second copy takes that copy as proof of the
+    run (COPY_GRACE_MS).  Resumed, the creator must not void the job (its
+    DELJOB would delete the copy the cluster counted): it keeps the run
+    with the copies it has.  Seen once in a 600 s soak as a run missing."""
+    sim = cluster(3, node_timeout=6000)
+    add(sim, 0, repl=3, retry=5)
+    start = sim.now
+    consumer = Consumer(sim)
+    consumer.run(2_000)
+    sim.kill(2)  # silent: for 6 s the others still count it reachable
+    creators = []
+    for _ in range(30):
+        consumer.run(100)
+        creators = [i for i in (0, 1) if sim.nodes[i].recurring._pending]
+        if creators:
+            break
+    (creator,) = creators
+    (t,) = sim.nodes[creator].recurring._pending.values()
+    holder = 1 - creator
+    sim.kill(creator)  # paused while it waits for the third copy
+    for _ in range(100):  # the holder's turn, once the copy is past the grace: it takes it as proof
+        consumer.run(100)
+        if sim.nodes[holder].recurring.progress[b"tick"].last >= t:
+            break
+    assert sim.nodes[holder].recurring.progress[b"tick"].last >= t
+    assert [j for j in sim.nodes[holder].jobs.values() if j.dedup == run_key(b"tick", t)]  # its copy, still
+    sim.revive(creator)
+    consumer.run(2_000)
+    sim.revive(2)
+    consumer.run(20_000)
+    end = sim.now - 20_000
+    times = expected_runs(start + 1000, end)
+    assert t in times
+    assert [t for t in times if t not in consumer.got] == []
+    assert all(len(ids) == 1 for t, ids in consumer.got.items() if t <= end)
+
+
 def test_a_paused_node_fires_nothing_before_it_has_heard_the_others(fires):
     sim = cluster(3, node_timeout=2000)
     add(sim, 0)

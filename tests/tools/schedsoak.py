@@ -188,7 +188,8 @@ def main(argv=None):
     p.add_argument("--node-timeout", type=int, default=2000, help="cluster-node-timeout, ms")
     p.add_argument("--drain", type=float, default=60, help="seconds to wait for the runs owed, at most")
     p.add_argument("--appendfsync", choices=("always", "everysec", "no"), default="always",
-                   help="with everysec or no, a copy written within the last second before a kill -9 can be lost")
+                   help="kill -9 loses nothing under any policy (a record is written before its reply); "
+                   "they differ on power cuts, which this tool does not make")
     p.add_argument("--no-aof", action="store_true", help="nodes restart empty: they learn the schedule "
                    "and its progress from the others")
     p.add_argument("--json", help="write the report here")
