@@ -35,6 +35,7 @@ from .jobs import TIME_ERR
 from .queue import PAUSED_IN, PAUSED_OUT
 
 REPL_RETRY_MS = 50  # one more node every 50 ms while copies are missing
+KEPT = "kept"  # await_copies' third outcome: too late to void, kept with the copies it has (truthy)
 # The original's refusals of a job's options (SCHEDULE ADD checks a
 # schedule's options with them before any run is made).
 E_RETRY_ZERO = CommandError(b"ERR", b"With RETRY set to 0 please explicitly set  REPLICATE to 1 (at-most-once delivery)")
@@ -239,8 +240,8 @@ class AddJob:
         ``keep_after_ms`` (> ``timeout_ms``): a failure noticed that late
         (this node was paused or stalled past its deadline) no longer
         voids the job: other nodes may by then count a copy as the job
-        added.  It is kept with the copies confirmed so far, as a job
-        whose copies came (``notify(True)``)."""
+        added.  It is kept with the copies confirmed so far, active and
+        queued as a job whose copies came: ``notify(KEPT)``."""
         pending = self._replicating[job.id]
         pending.notify = notify
         pending.ok = True
@@ -356,7 +357,9 @@ class AddJob:
             return
         if pending.keep_from and self.node.now >= pending.keep_from and self._table.get(job.id) is job:
             self._activate(job)
-            pending.reply(self.node.outbox, pending.ok)
+            notify, pending.notify = pending.notify, None
+            pending.reply(self.node.outbox, pending.ok)  # an ADDJOB that joined it (its DEDUP key)
+            notify(KEPT)
             return
         pending.reply(self.node.outbox, pending.fail)
         me = self.node.my_id

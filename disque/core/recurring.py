@@ -67,6 +67,7 @@ import hashlib
 import struct
 from binascii import b2a_base64
 
+from .addjob import KEPT
 from .cronspec import (CATCHUP_ALL, CATCHUP_ONE, BadSpec, decode_spec, fire_times, next_fire)
 from .effects import Notice
 from .errors import CommandError
@@ -317,9 +318,19 @@ class Recurring:
             self._record(name, version, t, fired=True)
 
     def _replicated(self, name, version, t, ok) -> None:
+        """The outcome of a run fired here: its copies came (True), not in
+        time (False: void, tried again), or this node noticed too late
+        to void it (``KEPT``: added with the copies it has)."""
         self._pending.pop(name, None)
         if ok:
             self._record(name, version, t, fired=True)
+            if ok is KEPT:
+                self.errors[name] = b"NOREPL copies not confirmed within %d ms: run %d kept with the copies it had" \
+                    % (FIRE_TIMEOUT_MS, t)
+                self.node.outbox.append(Notice(
+                    "Schedule %s: run %d kept with the copies it had: this node noticed its copies were late "
+                    "only after it could void the run (it was paused or stalled)" % (
+                        name.decode("utf-8", "replace"), t), key=(b"kept", name)))
         else:
             self.errors[name] = b"NOREPL copies not confirmed within %d ms" % FIRE_TIMEOUT_MS
 

@@ -165,6 +165,8 @@ def test_a_creator_paused_past_the_grace_keeps_its_run_instead_of_voiding_it(fir
     assert [j for j in sim.nodes[holder].jobs.values() if j.dedup == run_key(b"tick", t)]  # its copy, still
     sim.revive(creator)
     consumer.run(2_000)
+    assert [text for i, text in sim.notices if i == creator and "run %d kept" % t in text]  # the operator is told
+    assert sim.nodes[creator].recurring.errors[b"tick"].startswith(b"NOREPL")
     sim.revive(2)
     consumer.run(20_000)
     end = sim.now - 20_000
