@@ -35,7 +35,7 @@ from .jobs import TIME_ERR
 from .queue import PAUSED_IN, PAUSED_OUT
 
 REPL_RETRY_MS = 50  # one more node every 50 ms while copies are missing
-KEPT = "kept"  # await_copies' third outcome: too late to void, kept with the copies it has (truthy)
+KEPT = "kept"  # await_copies' outcome at its timeout: kept with the copies it has (truthy)
 # The original's refusals of a job's options (SCHEDULE ADD checks a
 # schedule's options with them before any run is made).
 E_RETRY_ZERO = CommandError(b"ERR", b"With RETRY set to 0 please explicitly set  REPLICATE to 1 (at-most-once delivery)")
@@ -48,7 +48,7 @@ class Replication:
     timer schedule: the next step or the client's deadline, the sooner."""
 
     __slots__ = ("job", "needed", "confirmed", "handle", "also", "ok", "fail", "deadline", "last_step",
-                 "async_", "awake", "notify", "keep_from")
+                 "async_", "awake", "notify", "keep")
 
     def __init__(self, job, needed, now):
         self.job = job
@@ -62,7 +62,7 @@ class Replication:
         self.async_ = False
         self.awake = 0
         self.notify = None  # the core's own waiter (a schedule's run): notify(ok) at the outcome
-        self.keep_from = 0  # failing from this time on keeps the job instead of voiding it (0: never)
+        self.keep = False  # at the timeout the job is kept with the copies it has, not voided (await_copies)
 
     def reply(self, outbox, payload) -> None:
         """The outcome to every client waiting for it (and to the core's
@@ -231,24 +231,24 @@ class AddJob:
             if pending.deadline < pending.awake:
                 self._timers.set(pending, pending.deadline)
 
-    def await_copies(self, job, timeout_ms: int, notify, keep_after_ms: int = 0) -> None:
+    def await_copies(self, job, timeout_ms: int, notify) -> None:
         """Wait, with no client, until the copies of ``job`` are confirmed
-        (``notify(True)``) or ``timeout_ms`` passes (``notify(False)``: the
-        job is void, as an ADDJOB's that got NOREPL).  For the core's own
-        jobs (a schedule's run).
-
-        ``keep_after_ms`` (> ``timeout_ms``): a failure noticed that late
-        (this node was paused or stalled past its deadline) no longer
-        voids the job: other nodes may by then count a copy as the job
-        added.  It is kept with the copies confirmed so far, active and
-        queued as a job whose copies came: ``notify(KEPT)``."""
+        (``notify(True)``) or ``timeout_ms`` passes: then the job is kept
+        with the copies confirmed so far, active and queued as a job whose
+        copies came (``notify(KEPT)``), never voided.  For the core's own
+        jobs (a schedule's run), whose ID other nodes may make too: a void
+        could delete a copy another node already counts as the job added,
+        and would miss a copy on a node down at the time, whose RETRY
+        would then bring back a job made again meanwhile.  A kept job's
+        copies, confirmed or not, are in its ``delivered``: its ACK
+        reaches them (a copy's WILLQUEUE gets SETACK).  ``notify(False)``
+        only if the job went away while it waited."""
         pending = self._replicating[job.id]
         pending.notify = notify
         pending.ok = True
         pending.fail = False
+        pending.keep = True
         pending.deadline = self.node.now + timeout_ms
-        if keep_after_ms:
-            pending.keep_from = self.node.now + keep_after_ms
         if pending.deadline < pending.awake:
             self._timers.set(pending, pending.deadline)
 
@@ -349,13 +349,13 @@ class AddJob:
     def _failed(self, pending) -> None:
         """ms-timeout reached: NOREPL to the client, best-effort delete of
         the copies.  An ASYNC job whose copies never came stays as it is;
-        so does, active with the copies it has, a job of the core's own
-        whose failure came past its ``keep_from`` (:meth:`await_copies`)."""
+        a job of the core's own is kept, active with the copies it has
+        (:meth:`await_copies`)."""
         self._done(pending)
         job = pending.job
         if pending.async_:
             return
-        if pending.keep_from and self.node.now >= pending.keep_from and self._table.get(job.id) is job:
+        if pending.keep and self._table.get(job.id) is job:
             self._activate(job)
             notify, pending.notify = pending.notify, None
             pending.reply(self.node.outbox, pending.ok)  # an ADDJOB that joined it (its DEDUP key)

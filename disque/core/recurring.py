@@ -21,14 +21,17 @@ they agree on what firing makes:
   unless it has heard by then that the run was added.  In a healthy
   cluster the first-ranked node fires and the others only learn of it;
 * a run counts as fired once its job is added with its copies (REPLICATE,
-  as ADDJOB: the copies confirmed): the firing node then sends its
-  progress to every node.  If it dies first, the next-ranked node fires
-  the run (with the same ID): no run is skipped while one node is up;
+  as ADDJOB: the copies confirmed), or, when they are not all confirmed
+  within ``FIRE_TIMEOUT_MS``, with the copies it has: the firing node then
+  sends its progress to every node.  A run's job is never voided as an
+  ADDJOB's that got NOREPL: a void could delete a copy another node
+  already counts as the run, and miss a copy on a node that was down,
+  whose RETRY would later bring back a run made again meanwhile.  If the
+  creator dies first, the next-ranked node fires the run (with the same
+  ID): no run is skipped while one node is up;
 * a copy of the run held by another node counts as the run added once it
   is queued or acknowledged, or older than ``COPY_GRACE_MS`` (its creator
-  had the time to confirm it or void it).  So a creator voids a run whose
-  copies did not come only until ``VOID_BY_MS``; one that notices the
-  failure later (it was paused) keeps the run with the copies it has.
+  confirmed or kept it by then, or died: the copy's RETRY requeues it).
 
 **A node that may have missed news fires nothing** until it is *settled*:
 every peer it hears from has answered its catalog exchange (so it holds
@@ -77,12 +80,8 @@ from .jobid import ttl_suffix
 KIND = b"schedule"
 PROGRESS = b"fired"
 BACKUP_STEP_MS = 1000  # the wait between one rank and the next
-FIRE_TIMEOUT_MS = 2000  # a run's copies not confirmed within this: tried again
-COPY_GRACE_MS = FIRE_TIMEOUT_MS + BACKUP_STEP_MS  # a copy older than this was confirmed, or its creator died
-# A creator that notices its run failed later than this (it was paused or
-# stalled) keeps the job rather than void it: its void would reach the
-# other nodes after COPY_GRACE_MS, when a copy may already count as the run.
-VOID_BY_MS = FIRE_TIMEOUT_MS + BACKUP_STEP_MS // 2
+FIRE_TIMEOUT_MS = 2000  # a run's copies not all confirmed within this: kept with those it has
+COPY_GRACE_MS = FIRE_TIMEOUT_MS + BACKUP_STEP_MS  # a copy older than this was confirmed or kept, or its creator died
 PAUSE_GAP_MS = 500  # periodic calls (every 100 ms at hz 10) this far apart: this node was paused
 MAX_RUNS_PER_CALL = 100
 MAX_NAME_LEN = 200
@@ -254,8 +253,7 @@ class Recurring:
         the run's time is cut in steps of ``BACKUP_STEP_MS`` from ``t``,
         dealt to ``nodes`` in their rank order, round and round (rank 0
         has steps 0, n, 2n...).  One node a step: two nodes never fire a
-        run at once, not even after an attempt that failed (its copies
-        voided) while the next node's turn had come."""
+        run at once."""
         if now < t:
             return False
         step = (now - t) // BACKUP_STEP_MS
@@ -284,10 +282,9 @@ class Recurring:
         if copy is not None:
             # A copy of another node's run: proof the run was added once it
             # is queued or acknowledged, or once its creator had the time
-            # to confirm or void it (a creator that died before either
-            # leaves copies that its RETRY requeues; one paused past
-            # VOID_BY_MS keeps the run instead of voiding it).  Before
-            # that, the creator may still void it: wait.
+            # to confirm it or keep it with the copies it had (a creator
+            # that died before either leaves copies that their RETRY
+            # requeues).  Before that: wait, the creator is still at it.
             if copy.state in (QUEUED, ACKED) or node.now - copy.created_ms() >= COPY_GRACE_MS:
                 self._record(name, version, t, fired=False)
             return
@@ -312,27 +309,26 @@ class Recurring:
             return  # NOREPL: tried again at the next call (and by the next-ranked node)
         if job.state == WAIT_REPL:
             self._pending[name] = t
-            node.addjob.await_copies(job, FIRE_TIMEOUT_MS, lambda ok: self._replicated(name, version, t, ok),
-                                     keep_after_ms=VOID_BY_MS)
+            node.addjob.await_copies(job, FIRE_TIMEOUT_MS, lambda ok: self._replicated(name, version, t, ok))
         else:
             self._record(name, version, t, fired=True)
 
     def _replicated(self, name, version, t, ok) -> None:
-        """The outcome of a run fired here: its copies came (True), not in
-        time (False: void, tried again), or this node noticed too late
-        to void it (``KEPT``: added with the copies it has)."""
+        """The outcome of a run fired here: its copies came (True), not
+        all within ``FIRE_TIMEOUT_MS`` (``KEPT``: added with the copies it
+        has), or the job went away meanwhile (False: fired again at the
+        next turn)."""
         self._pending.pop(name, None)
         if ok:
             self._record(name, version, t, fired=True)
             if ok is KEPT:
-                self.errors[name] = b"NOREPL copies not confirmed within %d ms: run %d kept with the copies it had" \
-                    % (FIRE_TIMEOUT_MS, t)
+                self.errors[name] = b"NOREPL copies not all confirmed within %d ms: run %d kept with the copies " \
+                    b"it had" % (FIRE_TIMEOUT_MS, t)
                 self.node.outbox.append(Notice(
-                    "Schedule %s: run %d kept with the copies it had: this node noticed its copies were late "
-                    "only after it could void the run (it was paused or stalled)" % (
-                        name.decode("utf-8", "replace"), t), key=(b"kept", name)))
+                    "Schedule %s: run %d added with fewer copies than asked: not all confirmed within %d ms" % (
+                        name.decode("utf-8", "replace"), t, FIRE_TIMEOUT_MS), key=(b"kept", name)))
         else:
-            self.errors[name] = b"NOREPL copies not confirmed within %d ms" % FIRE_TIMEOUT_MS
+            self.errors[name] = b"the job of run %d went away before its copies were confirmed" % t
 
     def _record(self, name, version, t, fired) -> None:
         p = self.progress.get(name) or Progress()
