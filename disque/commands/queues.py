@@ -83,7 +83,7 @@ def getjob(ctx, client, argv):
     if not queues:
         raise SYNTAX
     node = ctx.node
-    jobs = node.getjob.get_jobs(queues, count)
+    jobs = node.getjob.get_jobs(queues, count, client)
     if jobs:
         return render_jobs(jobs, withcounters)
     if nohang:

@@ -53,10 +53,11 @@ class GetJob:
         self._qlimits = node.qlimits
         self._limited = node.qlimits.by_name  # empty unless some queue is limited
 
-    def get_jobs(self, names, count: int) -> list:
+    def get_jobs(self, names, count: int, client=None) -> list:
         """Pop up to ``count`` jobs scanning ``names`` left to right, again
         and again while progress is made (queue.c getjobCommand).  An empty
-        queue asks federation for jobs."""
+        queue asks federation for jobs.  ``client``: who asks (a queue
+        limit counts the clients it holds back)."""
         out = []
         queues = self._queues
         get = queues.get
@@ -78,9 +79,9 @@ class GetJob:
                     lim = limited[name]
                     if q.waiting:  # clients already wait for what the limit holds: they go first
                         job = None
-                        self._qlimits.hold(lim, True)
+                        self._qlimits.hold(lim, True, client)
                     else:
-                        job = self._qlimits.fetch(lim, q, True)
+                        job = self._qlimits.fetch(lim, q, True, client)
                     if job is None:  # held once per GETJOB: not asked again on the next pass
                         held = {name} if held is None else held | {name}
                         continue

@@ -118,7 +118,7 @@ class QueueLimit:
         self.grow_after = None  # a rise of slots waits for two reports from each peer numbered past this
         self.demand = 0  # the demand this node last reported
         self.peak = 0  # most clients seen waiting since the last report
-        self.cut = 0  # new GETJOBs the limit cut short since the last report
+        self.cut = set()  # the clients whose new GETJOB the limit cut short since the last report
         self.held = 0  # GETJOBs the limit cut short or made wait (QSTAT held)
         self.delivered = 0  # deliveries under the limit (QSTAT)
         self.refill = Refill(name)
@@ -187,19 +187,19 @@ class QueueLimits:
 
     # -- GETJOB ----------------------------------------------------------------
 
-    def fetch(self, lim: QueueLimit, q, ask: bool = False):
+    def fetch(self, lim: QueueLimit, q, ask: bool = False, client=None):
         """The next job of ``q`` (which has jobs) for a client, or None if
-        the limit holds it back now.  ``ask``: for a new GETJOB (not a
-        client already waiting)."""
+        the limit holds it back now.  ``ask``: for a new GETJOB of
+        ``client`` (not a client already waiting)."""
         node = self.node
         limit = lim.limit
         if limit.rate_milli and lim.fill(node.now) < 1.0:
-            self.hold(lim, ask)
+            self.hold(lim, ask, client)
             return None
         if limit.concurrency:
             here = self.inflight.get(lim.name, 0)
             if here >= lim.granted or here >= lim.room:
-                self.hold(lim, ask)
+                self.hold(lim, ask, client)
                 return None
             self.inflight[lim.name] = here + 1
         if limit.rate_milli:
@@ -210,15 +210,17 @@ class QueueLimits:
         lim.delivered += 1
         return job
 
-    def hold(self, lim: QueueLimit, ask: bool = False) -> None:
+    def hold(self, lim: QueueLimit, ask: bool = False, client=None) -> None:
         """A delivery was held back: if the bucket is empty, its refill
-        timer set for the next token.  ``ask``: a new GETJOB was cut short
-        (or made to wait), counted (QSTAT ``held``) and part of the demand;
-        a client already waiting was counted when its GETJOB was."""
+        timer set for the next token.  ``ask``: a new GETJOB of ``client``
+        was cut short (or made to wait), counted (QSTAT ``held``) and part
+        of the demand, as one consumer however often it asks (a NOHANG
+        poller is one consumer, not one per call); a client already
+        waiting was counted when its GETJOB was."""
         if ask:
             lim.held += 1
             self.held += 1
-            lim.cut += 1
+            lim.cut.add(client)
         if lim.rate and lim.tokens < 1.0 and not lim.refill.awake:
             wait = (1.0 - lim.tokens) / lim.rate
             at = lim.filled + int(wait) + (wait > int(wait))
@@ -275,10 +277,10 @@ class QueueLimits:
         inflight = self.inflight
         for name, lim in by_name.items():
             here = inflight.get(name, 0)
-            lim.demand = max(lim.peak, lim.cut) + (here if lim.limit.concurrency else 0)
+            lim.demand = max(lim.peak, len(lim.cut)) + (here if lim.limit.concurrency else 0)
             q = queues.get(name)
             lim.peak = len(q.waiting) if q is not None and q.waiting else 0
-            lim.cut = 0
+            lim.cut.clear()
             report.append(messages.QueueDemand(name, lim.demand, here))
         msg = messages.QDemand(tuple(report))
         cluster = node.cluster

@@ -182,6 +182,39 @@ def concurrency_high_water(seed, delay_ms):
     return high
 
 
+def test_a_nohang_poller_weighs_as_one_consumer_in_the_split():
+    """A client polling with GETJOB NOHANG every 5 ms on node 0, and four
+    blocked consumers on each of the others: the poller is one consumer
+    (its calls are not each a consumer), so node 0's part of the rate is
+    about one ninth, not most of it; the cluster still delivers 50/s."""
+    sim = cluster(3)
+    set_limit(sim, 0, rate=50)
+    for i in range(3):
+        add_jobs(sim, i, 1200)
+    consumers = Consumers(sim, [0, 4, 4])
+    poller = "poller"
+
+    def poll():
+        jobs = sim.call(0, "getjob.get_jobs", [Q], 1, poller)
+        consumers.log += [(sim.now, 0)] * len(jobs)
+        if jobs:
+            sim.call(0, "acks.ack_jobs", [j.id for j in jobs])
+
+    for _ in range(400):  # 2 s to settle the split
+        consumers.step(5)
+        poll()
+    start, before = sim.now, len(consumers.log)
+    for _ in range(4000):
+        consumers.step(5)
+        poll()
+    window = [i for t, i in consumers.log[before:]]
+    rate = len(window) / ((sim.now - start) / 1000)
+    assert 45 <= rate <= 55, rate
+    per_node = [window.count(i) / len(window) for i in range(3)]
+    assert per_node[0] < 0.2 and per_node[0] < per_node[1] and per_node[0] < per_node[2], per_node
+    assert sim.nodes[0].qlimits.by_name[Q].held > 1000  # it was held back, call after call
+
+
 @pytest.mark.parametrize("delay_ms", [0, 90])
 @pytest.mark.parametrize("seed", range(3))
 def test_a_concurrency_of_5_is_never_passed_as_consumers_move(seed, delay_ms):
