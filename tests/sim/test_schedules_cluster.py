@@ -116,17 +116,25 @@ def test_runs_go_on_with_one_node_left_and_none_is_doubled(fires):
     assert all(len(set(ids)) == 1 for ids in consumer.got.values())  # one job per run
 
 
-def test_a_run_whose_copies_do_not_all_come_is_added_once_with_those_it_has(fires):
-    """REPLICATE 3 with a node silent but not yet suspected: the run's
-    creator cannot confirm its third copy and keeps the run with two; the
-    node holding the second copy waits for its creator meanwhile, and
-    fires nothing of its own."""
+def a_silent_third_node():
+    """Three nodes, a schedule of REPLICATE 3 and RETRY 5 s run for 2 s,
+    then node 2 silent (killed, its state kept) but for 6 s still counted
+    reachable by the others: ``(sim, start, consumer)``."""
     sim = cluster(3, node_timeout=6000)
     add(sim, 0, repl=3, retry=5)
     start = sim.now
     consumer = Consumer(sim)
     consumer.run(2_000)
-    sim.kill(2)  # silent: for 6 s the others still count it reachable
+    sim.kill(2)
+    return sim, start, consumer
+
+
+def test_a_run_whose_copies_do_not_all_come_is_added_once_with_those_it_has(fires):
+    """REPLICATE 3 with a node silent but not yet suspected: the run's
+    creator cannot confirm its third copy and keeps the run with two; the
+    node holding the second copy waits for its creator meanwhile, and
+    fires nothing of its own."""
+    sim, start, consumer = a_silent_third_node()
     consumer.run(12_000)
     sim.revive(2)
     consumer.run(15_000)
@@ -143,12 +151,7 @@ def test_a_creator_paused_past_the_grace_keeps_its_run_instead_of_voiding_it(fir
     run (COPY_GRACE_MS).  Resumed, the creator must not void the job (its
     DELJOB would delete the copy the cluster counted): it keeps the run
     with the copies it has.  Seen in a 600 s soak as a run missing."""
-    sim = cluster(3, node_timeout=6000)
-    add(sim, 0, repl=3, retry=5)
-    start = sim.now
-    consumer = Consumer(sim)
-    consumer.run(2_000)
-    sim.kill(2)  # silent: for 6 s the others still count it reachable
+    sim, start, consumer = a_silent_third_node()
     creators = []
     for _ in range(30):
         consumer.run(100)
