@@ -21,8 +21,10 @@ consumer drains until every run owed was delivered or ``--drain`` seconds
 passed.
 
 The verdict: ``missing`` (runs due while a node was up, never delivered),
-``doubled`` (runs delivered more than once, with each delivery's node and
-time), ``unknown`` (deliveries of no run of the schedule), crashes and
+``doubled`` (runs delivered again after an acknowledged delivery, with
+each delivery's node and time; a run delivered again because the ACK of
+its delivery got no answer, its node killed or paused first, is listed
+apart: at least once, as every job), ``unknown`` (deliveries of no run of the schedule), crashes and
 tracebacks.  Exit status 1 if any of them is not empty.  ``--json FILE``
 writes the report.
 """
@@ -58,6 +60,7 @@ class Consumer(threading.Thread):
         super().__init__(daemon=True)
         self.cluster = cluster
         self.deliveries = []  # (job id, node index, time)
+        self.acked = set()  # indexes in deliveries whose ACKJOB was answered
         self.errors = {}
         self.running = True
 
@@ -77,10 +80,12 @@ class Consumer(threading.Thread):
                     if c is None:
                         c = clients[i] = Client(node.port, host=node.host, timeout=3)
                     got = c.call("GETJOB", "TIMEOUT", "100", "COUNT", "10", "FROM", QUEUE) or []
+                    first = len(self.deliveries)
                     for _, job_id, _ in got:
                         self.deliveries.append((job_id, i, time.time()))
                     if got:
-                        c.call("ACKJOB", *[j[1] for j in got])
+                        if isinstance(c.call("ACKJOB", *[j[1] for j in got]), int):
+                            self.acked.update(range(first, len(self.deliveries)))
                 except (OSError, ConnectionError, ValueError) as e:
                     self.errors[type(e).__name__] = self.errors.get(type(e).__name__, 0) + 1
                     old = clients.pop(i, None)
@@ -147,13 +152,20 @@ def run(options) -> dict:
         cluster.watch()
         by_run = {}
         unknown = []
-        for job_id, node, at in consumer.deliveries:
+        for k, (job_id, node, at) in enumerate(consumer.deliveries):
             t = ids.get(job_id)
             if t is None:
                 unknown.append(job_id.decode())
             else:
-                by_run.setdefault(t, []).append({"node": node, "at": round(at, 3), "id": job_id.decode()})
+                by_run.setdefault(t, []).append({"node": node, "at": round(at, 3), "id": job_id.decode(),
+                                                 "acked": k in consumer.acked})
         missing = [t for t in owed if t not in by_run]
+        # A delivery whose ACKJOB got no answer (its node died or paused
+        # first) is delivered again after its RETRY: at least once, as
+        # every job.  A run is doubled if it was delivered again after an
+        # ACK its node answered.
+        doubled = {str(t): d for t, d in by_run.items() if any(x["acked"] for x in d[:-1])}
+        redelivered = {str(t): d for t, d in by_run.items() if len(d) > 1 and str(t) not in doubled}
         where = {}  # for each missing run: what each node holds of its job
         job_of = {t: i for i, t in ids.items()}
         for t in missing:
@@ -169,7 +181,7 @@ def run(options) -> dict:
             "seconds": options.seconds, "every_ms": options.every, "nodes": options.nodes, "seed": options.seed,
             "runs_owed": len(owed), "runs_delivered": len(by_run), "deliveries": len(consumer.deliveries),
             "missing": missing, "missing_held": where, "notices": notices,
-            "doubled": {str(t): d for t, d in by_run.items() if len(d) > 1},
+            "doubled": doubled, "redelivered_after_a_lost_ack": redelivered,
             "unknown": unknown, "events": events, "consumer_errors": consumer.errors,
             "crashes": cluster.crashes, "tracebacks": cluster.tracebacks(),
         }
@@ -200,6 +212,7 @@ def main(argv=None):
     summary = {k: report[k] for k in ("runs_owed", "runs_delivered", "deliveries", "missing", "unknown",
                                       "crashes", "tracebacks")}
     summary["doubled"] = sorted(report["doubled"])
+    summary["redelivered_after_a_lost_ack"] = sorted(report["redelivered_after_a_lost_ack"])
     summary["faults"] = len(report["events"])
     print(json.dumps(summary, indent=1))
     if options.json:
