@@ -513,8 +513,10 @@ def test_a_non_ascii_byte_where_framing_belongs_is_damage_not_a_crash(tmp_path, 
     exited instead of refusing or skipping)."""
     jobs = write_jobs(tmp_path, 10)
     data = bytearray((tmp_path / AOF).read_bytes())
-    at = data.index(jobs[4].id) - 1
-    at = data.rindex(b"$", 0, at)  # the length header of job 4's record
+    # The length header of job 4's record (not the last "$" before its ID:
+    # the record's binary fields, its jittered requeue time, may hold one).
+    at = data.rindex(b"LOADJOB\r\n$", 0, data.index(jobs[4].id)) + len(b"LOADJOB\r\n")
+    assert data[at:at + 1] == b"$"
     data[at] = 0xa4
     (tmp_path / AOF).write_bytes(bytes(data))
     if policy == "refuse":
