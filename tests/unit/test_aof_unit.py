@@ -515,7 +515,7 @@ def test_a_non_ascii_byte_where_framing_belongs_is_damage_not_a_crash(tmp_path, 
     data = bytearray((tmp_path / AOF).read_bytes())
     # The length header of job 4's record (not the last "$" before its ID:
     # the record's binary fields, its jittered requeue time, may hold one).
-    at = data.rindex(b"LOADJOB\r\n$", 0, data.index(jobs[4].id)) + len(b"LOADJOB\r\n")
+    at = record_start(data, jobs[4].id) + len(b"*3\r\n$7\r\nLOADJOB\r\n")
     assert data[at:at + 1] == b"$"
     data[at] = 0xa4
     (tmp_path / AOF).write_bytes(bytes(data))
