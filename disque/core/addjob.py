@@ -48,7 +48,7 @@ class Replication:
     timer schedule: the next step or the client's deadline, the sooner."""
 
     __slots__ = ("job", "needed", "confirmed", "handle", "also", "ok", "fail", "deadline", "last_step",
-                 "async_", "awake", "notify", "keep")
+                 "async_", "awake", "notify")
 
     def __init__(self, job, needed, now):
         self.job = job
@@ -61,14 +61,16 @@ class Replication:
         self.last_step = now
         self.async_ = False
         self.awake = 0
-        self.notify = None  # the core's own waiter (a schedule's run): notify(ok) at the outcome
-        self.keep = False  # at the timeout the job is kept with the copies it has, not voided (await_copies)
+        # The core's own waiter (a schedule's run, await_copies): notify(ok)
+        # at the outcome; its job is kept at the timeout, never voided.
+        self.notify = None
 
-    def reply(self, outbox, payload) -> None:
+    def reply(self, outbox, payload, outcome=None) -> None:
         """The outcome to every client waiting for it (and to the core's
-        own waiter: ``notify(ok)``)."""
+        own waiter: ``notify(outcome)``, by default whether ``payload`` is
+        the success's)."""
         if self.notify is not None:
-            self.notify(payload is self.ok)
+            self.notify(payload is self.ok if outcome is None else outcome)
         if self.handle is not None:
             outbox.append(Reply(self.handle, payload))
         for handle in self.also or ():
@@ -247,7 +249,6 @@ class AddJob:
         pending.notify = notify
         pending.ok = True
         pending.fail = False
-        pending.keep = True
         pending.deadline = self.node.now + timeout_ms
         if pending.deadline < pending.awake:
             self._timers.set(pending, pending.deadline)
@@ -355,11 +356,9 @@ class AddJob:
         job = pending.job
         if pending.async_:
             return
-        if pending.keep and self._table.get(job.id) is job:
+        if pending.notify is not None and self._table.get(job.id) is job:
             self._activate(job)
-            notify, pending.notify = pending.notify, None
-            pending.reply(self.node.outbox, pending.ok)  # an ADDJOB that joined it (its DEDUP key)
-            notify(KEPT)
+            pending.reply(self.node.outbox, pending.ok, KEPT)  # (and to an ADDJOB that joined it by DEDUP key)
             return
         pending.reply(self.node.outbox, pending.fail)
         me = self.node.my_id
