@@ -116,15 +116,21 @@ def test_runs_go_on_with_one_node_left_and_none_is_doubled(fires):
     assert all(len(set(ids)) == 1 for ids in consumer.got.values())  # one job per run
 
 
-def a_silent_third_node():
-    """Three nodes, a schedule of REPLICATE 3 and RETRY 5 s run for 2 s,
-    then node 2 silent (killed, its state kept) but for 6 s still counted
-    reachable by the others: ``(sim, start, consumer)``."""
-    sim = cluster(3, node_timeout=6000)
+def two_seconds_of_runs(node_timeout):
+    """Three nodes, a schedule of REPLICATE 3 and RETRY 5 s run for 2 s:
+    ``(sim, start, consumer)``."""
+    sim = cluster(3, node_timeout=node_timeout)
     add(sim, 0, repl=3, retry=5)
     start = sim.now
     consumer = Consumer(sim)
     consumer.run(2_000)
+    return sim, start, consumer
+
+
+def a_silent_third_node():
+    """:func:`two_seconds_of_runs`, then node 2 silent (killed, its state
+    kept) but for 6 s still counted reachable by the others."""
+    sim, start, consumer = two_seconds_of_runs(node_timeout=6000)
     sim.kill(2)
     return sim, start, consumer
 
@@ -189,11 +195,7 @@ def test_a_copy_left_on_a_node_that_was_down_is_not_delivered_again(fires):
     2's RETRY later queued its copy: the run delivered twice, seen in a
     600 s soak).  Node 2's copy is in the kept job's ``delivered``: the
     ACK reaches it, and its WILLQUEUE is answered with SETACK."""
-    sim = cluster(3, node_timeout=2000)
-    add(sim, 0, repl=3, retry=5)
-    start = sim.now
-    consumer = Consumer(sim)
-    consumer.run(2_000)
+    sim, start, consumer = two_seconds_of_runs(node_timeout=2000)
     queue = sim.queue
 
     class Silent(deque):
